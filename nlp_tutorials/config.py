@@ -1,0 +1,133 @@
+"""Model configuration: one dataclass that round-trips to JSON.
+
+Field names follow HuggingFace's BERT ``config.json`` so a real checkpoint's config reads
+directly; Google's original ``bert_config.json`` uses the same names minus a few optional ones.
+"""
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from nlp_tutorials.errors import UserError
+
+CONFIG_NAME = "config.json"
+GOOGLE_CONFIG_NAME = "bert_config.json"
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Sizes and hyper-parameters of a Transformer, GPT or BERT model.
+
+    Attributes:
+        model_type: "transformer", "gpt" or "bert".
+        vocab_size: number of token ids (source side for the seq2seq Transformer).
+        hidden_size: model width, the size of every token vector.
+        num_hidden_layers: layers in each stack.
+        num_attention_heads: heads per attention layer; must divide ``hidden_size``.
+        intermediate_size: inner width of the position-wise feed-forward network.
+        hidden_act: "gelu" (exact, erf-based, as BERT) or "relu".
+        hidden_dropout_prob: dropout on embeddings and every sub-layer output.
+        attention_probs_dropout_prob: dropout on attention probabilities.
+        max_position_embeddings: longest sequence the learned positions cover, in tokens.
+        type_vocab_size: number of segment ids (2: first and second sentence).
+        initializer_range: std of the truncated-normal weight initialiser.
+        layer_norm_eps: LayerNorm epsilon (1e-12 as BERT).
+        pad_token_id: id of ``[PAD]``; keys with this id are masked out of attention.
+        target_vocab_size: the seq2seq Transformer's target vocabulary (0: same as source).
+    """
+
+    model_type: str = "bert"
+    vocab_size: int = 30522
+    hidden_size: int = 256
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    target_vocab_size: int = 0
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`UserError` naming the first field that makes no sense."""
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise UserError(f"config {name}={value!r}: expected a positive integer")
+        if self.hidden_size % self.num_attention_heads:
+            raise UserError(
+                f"config hidden_size={self.hidden_size} is not divisible by "
+                f"num_attention_heads={self.num_attention_heads}")
+        if self.hidden_act not in ("gelu", "relu"):
+            raise UserError(f"config hidden_act={self.hidden_act!r}: expected 'gelu' or 'relu'")
+        if self.model_type not in ("transformer", "gpt", "bert"):
+            raise UserError(
+                f"config model_type={self.model_type!r}: expected transformer, gpt or bert")
+
+    @property
+    def head_size(self) -> int:
+        """Width of one attention head: hidden_size / num_attention_heads."""
+        return self.hidden_size // self.num_attention_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> "ModelConfig":
+        """Build from a dict, ignoring keys this project does not use (HF adds many)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kept = {k: v for k, v in values.items() if k in known}
+        if kept.get("hidden_act") == "gelu_new":
+            raise UserError(f"{source}: hidden_act 'gelu_new' is not supported; expected 'gelu'")
+        try:
+            return cls(**kept)
+        except UserError as err:
+            raise UserError(f"{source}: {err}") from None
+
+    def save(self, directory) -> Path:
+        """Write ``config.json`` into ``directory`` atomically; return its path."""
+        path = Path(directory) / CONFIG_NAME
+        write_text_atomic(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, directory) -> "ModelConfig":
+        """Read ``config.json`` (HuggingFace) or ``bert_config.json`` (Google) from a folder."""
+        directory = Path(directory)
+        for name in (CONFIG_NAME, GOOGLE_CONFIG_NAME):
+            path = directory / name
+            if path.is_file():
+                try:
+                    values = json.loads(path.read_text(encoding="utf-8"))
+                except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                    raise UserError(f"{path}: not a readable JSON config ({err})") from None
+                if not isinstance(values, dict):
+                    raise UserError(f"{path}: expected a JSON object of config fields")
+                values.setdefault("model_type", "bert")
+                return cls.from_dict(values, source=str(path))
+        raise UserError(f"{directory}: no {CONFIG_NAME} or {GOOGLE_CONFIG_NAME} found")
+
+
+def write_text_atomic(path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a crash leaves either the old file or the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
