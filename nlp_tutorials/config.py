@@ -5,10 +5,10 @@ directly; Google's original ``bert_config.json`` uses the same names minus a few
 """
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 from nlp_tutorials.errors import UserError
+from nlp_tutorials.files import write_text_atomic
 
 CONFIG_NAME = "config.json"
 GOOGLE_CONFIG_NAME = "bert_config.json"
@@ -115,19 +115,3 @@ class ModelConfig:
                 return cls.from_dict(values, source=str(path))
         raise UserError(f"{directory}: no {CONFIG_NAME} or {GOOGLE_CONFIG_NAME} found")
 
-
-def write_text_atomic(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_bytes_atomic(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a crash leaves either the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
