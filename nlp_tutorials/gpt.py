@@ -1,0 +1,126 @@
+"""GPT (Radford et al., 2018): a decoder-only Transformer trained as a causal language model.
+
+GPT keeps the Transformer's encoder layers (self-attention + feed-forward) but stacks only one
+set of them, under a causal mask, and predicts the next token at every position. Like the
+original tutorial it also carries a next-sentence head, so GPT and BERT share one interface.
+
+Run ``python -m nlp_tutorials.gpt train`` to train it on MRPC.
+"""
+import keras
+import tensorflow as tf
+
+from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.transformer import (
+    Embeddings, Encoder, Transformer, activation, causal_mask, sparse_cross_entropy,
+    truncated_normal)
+
+NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
+
+
+class LanguageModelHead(keras.layers.Layer):
+    """Token vectors -> vocabulary logits, with the output matrix tied to the word embeddings.
+
+    As BERT's reference code: dense + activation + LayerNorm, then a projection onto the
+    (shared) word-embedding matrix plus a bias of its own.
+    ``call(x, word_embeddings)``: [batch, positions, hidden], [vocab, hidden]
+    -> [batch, positions, vocab].
+    """
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.transform = keras.layers.Dense(
+            config.hidden_size, activation=activation(config.hidden_act),
+            kernel_initializer=truncated_normal(config), name="transform")
+        self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="norm")
+        self.bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros", name="bias")
+
+    def call(self, x, word_embeddings):
+        x = self.norm(self.transform(x))
+        table = tf.cast(word_embeddings, x.dtype)
+        return tf.matmul(x, table, transpose_b=True) + tf.cast(self.bias, x.dtype)
+
+
+class Pooler(keras.layers.Layer):
+    """dense + tanh on one summary position: [batch, step, hidden], [batch] -> [batch, hidden]."""
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(config.hidden_size, activation="tanh",
+                                        kernel_initializer=truncated_normal(config), name="dense")
+
+    def call(self, sequence_output, positions):
+        return self.dense(tf.gather(sequence_output, positions, batch_dims=1))
+
+
+@keras.saving.register_keras_serializable(package="nlp_tutorials")
+class GPT(Transformer):
+    """Decoder-only Transformer: word + segment + position embeddings, one causal stack.
+
+    ``call({"input_ids", "token_type_ids"})`` with both [batch, step] returns a dict:
+    ``sequence_output`` [batch, step, hidden], ``pooled_output`` [batch, hidden] and
+    ``attentions`` ``{"encoder": [one [batch, heads, step, step] tensor per layer]}``.
+    Heads: :meth:`pretraining_heads` maps those to token logits and next-sentence logits.
+    """
+
+    # The pooled position must be one that attends to the whole sequence: under a causal
+    # mask only the last real token does. BERT, attending both ways, uses [CLS] at position 0.
+    pool_first_token = False
+
+    def build_layers(self):
+        config = self.config
+        self.embeddings = Embeddings(config, config.vocab_size, True, name="embeddings")
+        self.encoder = Encoder(config, name="encoder")
+        self.pooler = Pooler(config, name="pooler")
+        self.lm_head = LanguageModelHead(config, name="lm_head")
+        self.nsp_head = keras.layers.Dense(2, kernel_initializer=truncated_normal(config),
+                                           name="nsp_head")
+
+    def build_weights(self):
+        ids = tf.constant([[1, 1]], tf.int32)
+        outputs = self({"input_ids": ids, "token_type_ids": tf.zeros_like(ids)}, training=False)
+        self.pretraining_heads(outputs["sequence_output"], outputs["pooled_output"])
+
+    def mask(self, ids):
+        """Causal: position i attends to real tokens at positions <= i. [batch, 1, step, step]"""
+        return causal_mask(ids, self.config.pad_token_id)
+
+    def summary_positions(self, ids):
+        """Index per sequence of the token the pooler reads: [batch] int32."""
+        if self.pool_first_token:
+            return tf.zeros([tf.shape(ids)[0]], tf.int32)
+        real = tf.cast(tf.not_equal(ids, self.config.pad_token_id), tf.int32)
+        return tf.maximum(tf.reduce_sum(real, axis=1) - 1, 0)
+
+    def call(self, inputs, training=False):
+        ids = inputs["input_ids"]  # [batch, step]
+        x = self.embeddings(ids, inputs.get("token_type_ids"), training=training)
+        x, attentions = self.encoder(x, self.mask(ids), training=training)
+        return {"sequence_output": x,  # [batch, step, hidden]
+                "pooled_output": self.pooler(x, self.summary_positions(ids)),  # [batch, hidden]
+                "attentions": {"encoder": attentions}}
+
+    def pretraining_heads(self, sequence_output, pooled_output):
+        """(token logits [batch, positions, vocab], next-sentence logits [batch, 2])."""
+        return (self.lm_head(sequence_output, self.embeddings.word_embeddings),
+                self.nsp_head(pooled_output))
+
+    def step(self, batch):
+        """One optimisation step: next-token loss (padding ignored) + 0.2 x next-sentence loss.
+
+        ``batch``: ``input_ids``, ``token_type_ids`` [batch, step], ``nsp_labels`` [batch].
+        Returns scalar metrics: loss, lm_loss, lm_accuracy, nsp_loss, nsp_accuracy.
+        """
+        ids = batch["input_ids"]
+        with tf.GradientTape() as tape:
+            outputs = self(batch, training=True)
+            lm_logits, nsp_logits = self.pretraining_heads(outputs["sequence_output"][:, :-1],
+                                                           outputs["pooled_output"])
+            targets = ids[:, 1:]  # position i predicts token i + 1
+            lm_loss, lm_accuracy = sparse_cross_entropy(
+                targets, lm_logits, tf.not_equal(targets, self.config.pad_token_id))
+            nsp_loss, nsp_accuracy = sparse_cross_entropy(
+                batch["nsp_labels"], nsp_logits, tf.ones_like(batch["nsp_labels"]))
+            loss = lm_loss + NSP_WEIGHT * nsp_loss
+        self.apply_gradients(tape, loss)
+        return {"loss": loss, "lm_loss": lm_loss, "lm_accuracy": lm_accuracy,
+                "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}

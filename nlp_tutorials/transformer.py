@@ -1,0 +1,369 @@
+"""The Transformer (Vaswani et al., 2017) as a readable Keras model.
+
+Building blocks, bottom up:
+
+- :func:`padding_mask` / :func:`causal_mask`: additive masks, 0 where attention is allowed and a
+  large finite negative where it is not.
+- :class:`MultiHeadAttention`: scaled dot-product attention over several heads; returns its
+  attention probabilities so they can be exported and plotted.
+- :class:`FeedForward`: the position-wise two-layer network.
+- :class:`EncoderLayer` / :class:`DecoderLayer`: sub-layers wrapped in dropout, a residual
+  connection and LayerNorm (post-norm, as the paper and BERT).
+- :class:`Encoder` / :class:`Decoder`: stacks of those layers.
+- :class:`Embeddings`: word + learned position (+ segment) embeddings, LayerNorm, dropout.
+- :class:`Transformer`: the encoder-decoder seq2seq model, with ``mask()``, ``step()`` and an
+  ``attentions`` property. ``GPT`` and ``BERT`` build on it.
+
+Attention probabilities travel as return values, never as attributes set inside ``call``, so the
+model works the same eagerly and inside ``tf.function``.
+"""
+import keras
+import numpy as np
+import tensorflow as tf
+
+from nlp_tutorials.config import ModelConfig
+
+# Large enough that exp() of it underflows to exactly 0 in float32, yet finite in float16
+# (max 65504) and bfloat16, so masked scores never turn into NaN under mixed precision.
+MASK_VALUE = -1e4
+
+
+def padding_mask(ids, pad_id: int = 0):
+    """Additive mask hiding padded keys.
+
+    Args:
+        ids: token ids, [batch, step].
+    Returns:
+        float32 [batch, 1, 1, step]: 0 for real keys, MASK_VALUE for ``pad_id`` keys; it
+        broadcasts over heads and query positions.
+    """
+    is_pad = tf.cast(tf.equal(ids, pad_id), tf.float32)  # [batch, step]
+    return is_pad[:, tf.newaxis, tf.newaxis, :] * MASK_VALUE
+
+
+def causal_mask(ids, pad_id: int = 0):
+    """Additive mask hiding padded keys and every key after the query (look-ahead).
+
+    Args:
+        ids: token ids, [batch, step].
+    Returns:
+        float32 [batch, 1, step, step]: entry [b, 0, i, j] is 0 when query i may look at key j
+        (j <= i and j is not padding), MASK_VALUE otherwise.
+    """
+    step = tf.shape(ids)[1]
+    future = 1.0 - tf.linalg.band_part(tf.ones([step, step]), -1, 0)  # [step, step], 1 above diagonal
+    return tf.maximum(padding_mask(ids, pad_id) + future * MASK_VALUE, MASK_VALUE)
+
+
+def truncated_normal(config: ModelConfig):
+    """BERT's weight initialiser: normal with std ``initializer_range``, cut at 2 std."""
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def activation(name: str):
+    """"gelu" is the exact erf form BERT uses, not the tanh approximation."""
+    if name == "gelu":
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    return keras.activations.get(name)
+
+
+class MultiHeadAttention(keras.layers.Layer):
+    """Scaled dot-product attention over ``num_attention_heads`` heads.
+
+    ``call(query, memory, mask)`` returns ``(output, probs)``: output [batch, q_step, hidden]
+    and the attention probabilities [batch, heads, q_step, k_step] (each row sums to 1).
+    """
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.heads = config.num_attention_heads
+        self.head_size = config.head_size
+        dense = dict(units=config.hidden_size, kernel_initializer=truncated_normal(config))
+        self.query = keras.layers.Dense(**dense, name="query")
+        self.key = keras.layers.Dense(**dense, name="key")
+        self.value = keras.layers.Dense(**dense, name="value")
+        self.output_dense = keras.layers.Dense(**dense, name="output")
+        self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
+
+    def split_heads(self, x):
+        """[batch, step, hidden] -> [batch, heads, step, head_size]"""
+        batch, step = tf.shape(x)[0], tf.shape(x)[1]
+        x = tf.reshape(x, [batch, step, self.heads, self.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def call(self, query, memory, mask, training=False):
+        q = self.split_heads(self.query(query))    # [batch, heads, q_step, head_size]
+        k = self.split_heads(self.key(memory))     # [batch, heads, k_step, head_size]
+        v = self.split_heads(self.value(memory))   # [batch, heads, k_step, head_size]
+        scores = tf.matmul(q, k, transpose_b=True) / np.sqrt(self.head_size).astype("float32")
+        scores = tf.cast(scores, tf.float32) + mask       # [batch, heads, q_step, k_step]
+        # Softmax in float32 so mixed precision neither overflows nor loses the mask.
+        probs = tf.nn.softmax(scores, axis=-1)
+        context = tf.matmul(tf.cast(self.dropout(probs, training=training), v.dtype), v)
+        context = tf.transpose(context, [0, 2, 1, 3])     # [batch, q_step, heads, head_size]
+        batch, step = tf.shape(context)[0], tf.shape(context)[1]
+        context = tf.reshape(context, [batch, step, self.heads * self.head_size])
+        return self.output_dense(context), probs
+
+
+class FeedForward(keras.layers.Layer):
+    """Position-wise feed-forward network: dense(intermediate, act) -> dense(hidden)."""
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        init = truncated_normal(config)
+        self.intermediate = keras.layers.Dense(
+            config.intermediate_size, activation=activation(config.hidden_act),
+            kernel_initializer=init, name="intermediate")
+        self.output_dense = keras.layers.Dense(
+            config.hidden_size, kernel_initializer=init, name="output")
+
+    def call(self, x):
+        return self.output_dense(self.intermediate(x))  # [batch, step, hidden]
+
+
+class ResidualNorm(keras.layers.Layer):
+    """``LayerNorm(x + Dropout(sublayer_output))``: the wrapper around every sub-layer."""
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="norm")
+
+    def call(self, x, sublayer_output, training=False):
+        return self.norm(x + self.dropout(sublayer_output, training=training))
+
+
+class EncoderLayer(keras.layers.Layer):
+    """Self-attention then feed-forward, each wrapped in residual + LayerNorm."""
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = MultiHeadAttention(config, name="attention")
+        self.attention_norm = ResidualNorm(config, name="attention_norm")
+        self.ffn = FeedForward(config, name="ffn")
+        self.ffn_norm = ResidualNorm(config, name="ffn_norm")
+
+    def call(self, x, mask, training=False):
+        attended, probs = self.attention(x, x, mask, training=training)
+        x = self.attention_norm(x, attended, training=training)
+        x = self.ffn_norm(x, self.ffn(x), training=training)
+        return x, probs  # [batch, step, hidden], [batch, heads, step, step]
+
+
+class DecoderLayer(keras.layers.Layer):
+    """Masked self-attention, attention over the encoder output, then feed-forward."""
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.self_attention = MultiHeadAttention(config, name="self_attention")
+        self.self_norm = ResidualNorm(config, name="self_norm")
+        self.cross_attention = MultiHeadAttention(config, name="cross_attention")
+        self.cross_norm = ResidualNorm(config, name="cross_norm")
+        self.ffn = FeedForward(config, name="ffn")
+        self.ffn_norm = ResidualNorm(config, name="ffn_norm")
+
+    def call(self, x, memory, self_mask, memory_mask, training=False):
+        attended, self_probs = self.self_attention(x, x, self_mask, training=training)
+        x = self.self_norm(x, attended, training=training)
+        attended, cross_probs = self.cross_attention(x, memory, memory_mask, training=training)
+        x = self.cross_norm(x, attended, training=training)
+        x = self.ffn_norm(x, self.ffn(x), training=training)
+        # [batch, t_step, hidden], [batch, heads, t_step, t_step], [batch, heads, t_step, s_step]
+        return x, self_probs, cross_probs
+
+
+class Encoder(keras.layers.Layer):
+    """A stack of ``num_hidden_layers`` encoder layers; returns output and per-layer probs."""
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = [EncoderLayer(config, name=f"layer_{i}")
+                       for i in range(config.num_hidden_layers)]
+
+    def call(self, x, mask, training=False):
+        attentions = []
+        for block in self.blocks:
+            x, probs = block(x, mask, training=training)
+            attentions.append(probs)
+        return x, attentions  # [batch, step, hidden], layers x [batch, heads, step, step]
+
+
+class Decoder(keras.layers.Layer):
+    """A stack of decoder layers; returns output, self- and cross-attention probs per layer."""
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = [DecoderLayer(config, name=f"layer_{i}")
+                       for i in range(config.num_hidden_layers)]
+
+    def call(self, x, memory, self_mask, memory_mask, training=False):
+        self_attentions, cross_attentions = [], []
+        for block in self.blocks:
+            x, self_probs, cross_probs = block(x, memory, self_mask, memory_mask,
+                                               training=training)
+            self_attentions.append(self_probs)
+            cross_attentions.append(cross_probs)
+        return x, self_attentions, cross_attentions
+
+
+class Embeddings(keras.layers.Layer):
+    """Word + learned position (+ segment) embeddings, then LayerNorm and dropout.
+
+    ``call(ids, segments=None)``: ids and segments [batch, step] -> [batch, step, hidden].
+    ``word_embeddings`` [vocab, hidden] is exposed so an output layer can share it.
+    """
+
+    def __init__(self, config: ModelConfig, vocab_size: int, with_segments: bool, **kwargs):
+        super().__init__(**kwargs)
+        init = truncated_normal(config)
+        self.max_positions = config.max_position_embeddings
+        self.words = keras.layers.Embedding(vocab_size, config.hidden_size,
+                                            embeddings_initializer=init, name="words")
+        self.positions = keras.layers.Embedding(config.max_position_embeddings,
+                                                config.hidden_size,
+                                                embeddings_initializer=init, name="positions")
+        self.segments = (keras.layers.Embedding(config.type_vocab_size, config.hidden_size,
+                                                embeddings_initializer=init, name="segments")
+                         if with_segments else None)
+        self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="norm")
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+    @property
+    def word_embeddings(self):
+        return self.words.embeddings
+
+    def call(self, ids, segments=None, training=False):
+        x = self.words(ids) + self.positions(tf.range(tf.shape(ids)[1]))[tf.newaxis]
+        if self.segments is not None:
+            x = x + self.segments(tf.zeros_like(ids) if segments is None else segments)
+        return self.dropout(self.norm(x), training=training)  # [batch, step, hidden]
+
+
+def sparse_cross_entropy(labels, logits, weights):
+    """Mean cross-entropy over the positions where ``weights`` is 1.
+
+    Args:
+        labels: int ids [...]; logits: [..., vocab]; weights: float [...] of 0/1.
+    Returns:
+        scalar float32 loss, and the weighted accuracy of argmax(logits).
+    """
+    logits = tf.cast(logits, tf.float32)
+    weights = tf.cast(weights, tf.float32)
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    total = tf.maximum(tf.reduce_sum(weights), 1.0)
+    hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
+    return tf.reduce_sum(per_token * weights) / total, tf.reduce_sum(hits * weights) / total
+
+
+@keras.saving.register_keras_serializable(package="nlp_tutorials")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer for sequence-to-sequence tasks.
+
+    Inputs to ``call``: a dict with ``src_ids`` [batch, s_step] and ``tgt_ids``
+    [batch, t_step] (the decoder input, starting with a start token). Returns a dict with
+    ``logits`` [batch, t_step, target_vocab] and ``attentions``: ``{"encoder": [...],
+    "decoder": [...], "encoder_decoder": [...]}``, one [batch, heads, q_step, k_step] tensor per
+    layer.
+    """
+
+    def __init__(self, config: ModelConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self._last_attentions = None
+        self.build_layers()
+        self.build_weights()
+
+    def build(self, input_shape=None):
+        # Sub-layers create their weights on their first call; build_weights() makes that call.
+        self.built = True
+
+    def build_layers(self):
+        config = self.config
+        target_vocab = config.target_vocab_size or config.vocab_size
+        self.src_embeddings = Embeddings(config, config.vocab_size, False, name="src_embeddings")
+        self.tgt_embeddings = Embeddings(config, target_vocab, False, name="tgt_embeddings")
+        self.encoder = Encoder(config, name="encoder")
+        self.decoder = Decoder(config, name="decoder")
+        self.output_layer = keras.layers.Dense(
+            target_vocab, kernel_initializer=truncated_normal(config), name="output_layer")
+
+    def build_weights(self):
+        """Create every weight by running a tiny input, so the model saves and loads at once."""
+        ids = tf.constant([[1, 1]], tf.int32)
+        self({"src_ids": ids, "tgt_ids": ids}, training=False)
+
+    def mask(self, src_ids, tgt_ids):
+        """Encoder and cross-attention see every real source token; the decoder only the past.
+
+        Returns (src_mask [batch, 1, 1, s_step], tgt_mask [batch, 1, t_step, t_step]).
+        """
+        pad = self.config.pad_token_id
+        return padding_mask(src_ids, pad), causal_mask(tgt_ids, pad)
+
+    def call(self, inputs, training=False):
+        src_ids, tgt_ids = inputs["src_ids"], inputs["tgt_ids"]
+        src_mask, tgt_mask = self.mask(src_ids, tgt_ids)
+        memory, enc_probs = self.encoder(self.src_embeddings(src_ids, training=training),
+                                         src_mask, training=training)
+        x, dec_probs, cross_probs = self.decoder(self.tgt_embeddings(tgt_ids, training=training),
+                                                 memory, tgt_mask, src_mask, training=training)
+        return {"logits": self.output_layer(x),  # [batch, t_step, target_vocab]
+                "attentions": {"encoder": enc_probs, "decoder": dec_probs,
+                               "encoder_decoder": cross_probs}}
+
+    def step(self, batch):
+        """One optimisation step of teacher-forced next-token loss on the target.
+
+        ``batch``: ``src_ids`` [batch, s_step], ``tgt_ids`` [batch, t_step] (start token first).
+        The decoder reads ``tgt_ids[:, :-1]`` and predicts ``tgt_ids[:, 1:]``; padding is
+        ignored. Returns a dict of scalar metrics. Compile it with :meth:`compiled_step`.
+        """
+        tgt_in, tgt_out = batch["tgt_ids"][:, :-1], batch["tgt_ids"][:, 1:]
+        with tf.GradientTape() as tape:
+            outputs = self({"src_ids": batch["src_ids"], "tgt_ids": tgt_in}, training=True)
+            weights = tf.not_equal(tgt_out, self.config.pad_token_id)
+            loss, accuracy = sparse_cross_entropy(tgt_out, outputs["logits"], weights)
+        self.apply_gradients(tape, loss)
+        return {"loss": loss, "token_accuracy": accuracy}
+
+    def apply_gradients(self, tape, loss):
+        """Back-propagate ``loss`` recorded on ``tape`` and update the weights."""
+        scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+
+    def compiled_step(self, batch, jit_compile: bool = False):
+        """``step`` as a ``tf.function`` with a fixed input signature taken from ``batch``.
+
+        Later batches must have the same shapes and dtypes, so the step is traced once.
+        """
+        # Create the optimizer's slots now: variables created inside the first trace would
+        # force a second one.
+        self.optimizer.build(self.trainable_variables)
+        signature = {name: tf.TensorSpec(value.shape, tf.as_dtype(value.dtype), name=name)
+                     for name, value in batch.items()}
+        return tf.function(self.step, input_signature=[signature], jit_compile=jit_compile)
+
+    def attend(self, inputs):
+        """Run the model in inference mode and keep its attention maps (as numpy).
+
+        Returns the model's output dict; afterwards :attr:`attentions` holds
+        ``{stack name: [one float32 array [batch, heads, q_step, k_step] per layer]}``.
+        """
+        outputs = self(inputs, training=False)
+        self._last_attentions = {name: [np.asarray(p, np.float32) for p in probs]
+                                 for name, probs in outputs["attentions"].items()}
+        return outputs
+
+    @property
+    def attentions(self):
+        """Attention maps of the last :meth:`attend` call (None before the first)."""
+        return self._last_attentions
+
+    def get_config(self):
+        return {"config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(ModelConfig.from_dict(config["config"]))
