@@ -7,7 +7,15 @@ BERT differs from :class:`~nlp_tutorials.gpt.GPT` in two things only:
 
 Run ``python -m nlp_tutorials.bert train`` to pre-train it on MRPC.
 """
-import keras
+
+if __name__ == "__main__":
+    # `python -m nlp_tutorials.bert` hands over to the CLI before TensorFlow is imported, so
+    # --help and argument errors answer at once; the CLI imports this module again by name.
+    from nlp_tutorials.cli import main
+
+    raise SystemExit(main("bert"))
+
+import keras  # noqa: E402  (after the CLI hand-over above)
 import tensorflow as tf
 
 from nlp_tutorials.gpt import GPT, NSP_WEIGHT
@@ -27,7 +35,7 @@ class BERT(GPT):
         """Padding only: every real token is visible from every position. [batch, 1, 1, step]"""
         return padding_mask(ids, self.config.pad_token_id)
 
-    def step(self, batch):
+    def step(self, batch, training=True):
         """One optimisation step: masked-LM loss + 0.2 x next-sentence loss.
 
         ``batch``: ``input_ids`` (with masks applied), ``token_type_ids`` [batch, step];
@@ -38,7 +46,7 @@ class BERT(GPT):
         Returns scalar metrics: loss, mlm_loss, mlm_accuracy, nsp_loss, nsp_accuracy.
         """
         with tf.GradientTape() as tape:
-            outputs = self(batch, training=True)
+            outputs = self(batch, training=training)
             chosen = tf.gather(outputs["sequence_output"], batch["mlm_positions"], batch_dims=1)
             mlm_logits, nsp_logits = self.pretraining_heads(chosen, outputs["pooled_output"])
             mlm_loss, mlm_accuracy = sparse_cross_entropy(
@@ -46,6 +54,7 @@ class BERT(GPT):
             nsp_loss, nsp_accuracy = sparse_cross_entropy(
                 batch["nsp_labels"], nsp_logits, tf.ones_like(batch["nsp_labels"]))
             loss = mlm_loss + NSP_WEIGHT * nsp_loss
-        self.apply_gradients(tape, loss)
+        if training:
+            self.apply_gradients(tape, loss)
         return {"loss": loss, "mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy,
                 "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}

@@ -115,3 +115,43 @@ class ModelConfig:
                 return cls.from_dict(values, source=str(path))
         raise UserError(f"{directory}: no {CONFIG_NAME} or {GOOGLE_CONFIG_NAME} found")
 
+
+@dataclasses.dataclass
+class TrainConfig:
+    """One pre-training run. Sizes default to the tutorial's (256 / 4 layers / 4 heads).
+
+    ``steps`` counts optimisation steps of ``batch_size`` sequences; the learning rate warms
+    up linearly over the first ``warmup_fraction`` of them and then decays linearly to 0.
+    """
+
+    model_type: str = "bert"
+    model_dir: str = "visual/models/bert"
+    steps: int = 2000
+    batch_size: int = 16
+    learning_rate: float = 1e-3
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    dim: int = 256
+    layers: int = 4
+    heads: int = 4
+    dropout: float = 0.1
+    max_len: int = 0
+    nsp_mode: str = "random"
+    seed: int = 1
+    log_every: int = 50
+    sample_every: int = 250
+    checkpoint_every: int = 250
+    keep_checkpoints: int = 3
+    jit: bool = False
+
+    # Fields that fix the model's shape or data: a resumed run must keep them.
+    FROZEN = ("model_type", "dim", "layers", "heads", "max_len", "nsp_mode", "seed",
+              "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay")
+
+    def model_config(self, vocab_size: int, max_len: int) -> ModelConfig:
+        return ModelConfig(model_type=self.model_type, vocab_size=vocab_size,
+                           hidden_size=self.dim, num_hidden_layers=self.layers,
+                           num_attention_heads=self.heads, intermediate_size=4 * self.dim,
+                           hidden_dropout_prob=self.dropout,
+                           attention_probs_dropout_prob=self.dropout,
+                           max_position_embeddings=max_len)

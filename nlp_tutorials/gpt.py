@@ -6,7 +6,15 @@ original tutorial it also carries a next-sentence head, so GPT and BERT share on
 
 Run ``python -m nlp_tutorials.gpt train`` to train it on MRPC.
 """
-import keras
+
+if __name__ == "__main__":
+    # `python -m nlp_tutorials.gpt` hands over to the CLI before TensorFlow is imported, so
+    # --help and argument errors answer at once; the CLI imports this module again by name.
+    from nlp_tutorials.cli import main
+
+    raise SystemExit(main("gpt"))
+
+import keras  # noqa: E402  (after the CLI hand-over above)
 import tensorflow as tf
 
 from nlp_tutorials.config import ModelConfig
@@ -104,7 +112,7 @@ class GPT(Transformer):
         return (self.lm_head(sequence_output, self.embeddings.word_embeddings),
                 self.nsp_head(pooled_output))
 
-    def step(self, batch):
+    def step(self, batch, training=True):
         """One optimisation step: next-token loss (padding ignored) + 0.2 x next-sentence loss.
 
         ``batch``: ``input_ids``, ``token_type_ids`` [batch, step], ``nsp_labels`` [batch].
@@ -112,7 +120,7 @@ class GPT(Transformer):
         """
         ids = batch["input_ids"]
         with tf.GradientTape() as tape:
-            outputs = self(batch, training=True)
+            outputs = self(batch, training=training)
             lm_logits, nsp_logits = self.pretraining_heads(outputs["sequence_output"][:, :-1],
                                                            outputs["pooled_output"])
             targets = ids[:, 1:]  # position i predicts token i + 1
@@ -121,6 +129,7 @@ class GPT(Transformer):
             nsp_loss, nsp_accuracy = sparse_cross_entropy(
                 batch["nsp_labels"], nsp_logits, tf.ones_like(batch["nsp_labels"]))
             loss = lm_loss + NSP_WEIGHT * nsp_loss
-        self.apply_gradients(tape, loss)
+        if training:
+            self.apply_gradients(tape, loss)
         return {"loss": loss, "lm_loss": lm_loss, "lm_accuracy": lm_accuracy,
                 "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}

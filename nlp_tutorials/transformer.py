@@ -312,7 +312,7 @@ class Transformer(keras.Model):
                 "attentions": {"encoder": enc_probs, "decoder": dec_probs,
                                "encoder_decoder": cross_probs}}
 
-    def step(self, batch):
+    def step(self, batch, training=True):
         """One optimisation step of teacher-forced next-token loss on the target.
 
         ``batch``: ``src_ids`` [batch, s_step], ``tgt_ids`` [batch, t_step] (start token first).
@@ -321,10 +321,11 @@ class Transformer(keras.Model):
         """
         tgt_in, tgt_out = batch["tgt_ids"][:, :-1], batch["tgt_ids"][:, 1:]
         with tf.GradientTape() as tape:
-            outputs = self({"src_ids": batch["src_ids"], "tgt_ids": tgt_in}, training=True)
+            outputs = self({"src_ids": batch["src_ids"], "tgt_ids": tgt_in}, training=training)
             weights = tf.not_equal(tgt_out, self.config.pad_token_id)
             loss, accuracy = sparse_cross_entropy(tgt_out, outputs["logits"], weights)
-        self.apply_gradients(tape, loss)
+        if training:
+            self.apply_gradients(tape, loss)
         return {"loss": loss, "token_accuracy": accuracy}
 
     def apply_gradients(self, tape, loss):

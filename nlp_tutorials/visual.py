@@ -55,6 +55,22 @@ def save_attention_pickle(path, model_name, src_tokens, attentions, tgt_tokens=N
     return path
 
 
+def export_attention(model, tokenizer, n, path, split="test") -> Path:
+    """Run the first ``n`` MRPC pairs of ``split`` through a GPT/BERT and pickle its attention.
+
+    Pairs are encoded as in training (``[CLS] s1 [SEP] s2 [SEP]``, padded or truncated to the
+    model's ``max_position_embeddings``). Returns the path written.
+    """
+    from nlp_tutorials.data import encode_pairs, load_mrpc
+
+    pairs = load_mrpc(split)[:n]
+    encoded = encode_pairs(tokenizer, pairs, model.config.max_position_embeddings)
+    model.attend({"input_ids": encoded["input_ids"],
+                  "token_type_ids": encoded["token_type_ids"]})
+    tokens = [tokenizer.convert_ids_to_tokens(row) for row in encoded["input_ids"]]
+    return save_attention_pickle(path, model.config.model_type, tokens, model.attentions)
+
+
 def load_attention_pickle(path, model_name="bert") -> dict:
     """Load and check an attention pickle; arrays come back as float32 [n, heads, q_step, k_step].
 

@@ -1,0 +1,195 @@
+"""Command-line front-ends: ``python -m nlp_tutorials.bert|gpt <command>``.
+
+Arguments are parsed and checked before TensorFlow is imported, so ``--help`` and argument
+errors answer at once. Every user error prints one line, ``<prog>: error: <what and why>``, and
+exits with status 2; Ctrl-C during training saves a checkpoint and exits with status 130.
+"""
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+from nlp_tutorials.config import TrainConfig
+from nlp_tutorials.errors import UserError
+
+DEFAULT_EXPORT_EXAMPLES = 32
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage block) so it reads like every other error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def positive_int(text: str) -> int:
+    value = _number(text, int, "a positive integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(text, int, "a non-negative integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float, "a positive number")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    value = _number(text, float, "a probability in [0, 1)")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text}")
+    return value
+
+
+def _number(text, kind, expected):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
+def build_parser(model_name: str) -> argparse.ArgumentParser:
+    """The parser of ``python -m nlp_tutorials.<model_name>``."""
+    defaults = _train_defaults(model_name)
+    parser = OneLineParser(prog=f"python -m nlp_tutorials.{model_name}",
+                           description=f"Pre-train {model_name.upper()} on MRPC, export its "
+                                       f"attention and plot it.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    train = commands.add_parser("train", help=f"pre-train {model_name.upper()} on MRPC train")
+    add = train.add_argument
+    add("--steps", type=positive_int, help=f"optimisation steps (default {defaults.steps})")
+    add("--batch-size", type=positive_int,
+        help=f"sequences per step (default {defaults.batch_size})")
+    add("--learning-rate", type=positive_float,
+        help=f"peak AdamW learning rate, reached after 10%% warm-up, then decayed linearly "
+             f"to 0 (default {defaults.learning_rate})")
+    add("--dim", type=positive_int, help=f"model width (default {defaults.dim})")
+    add("--layers", type=positive_int, help=f"Transformer layers (default {defaults.layers})")
+    add("--heads", type=positive_int,
+        help=f"attention heads; must divide --dim (default {defaults.heads})")
+    add("--max-len", type=positive_int,
+        help="tokens per sequence (default: the longest MRPC train pair)")
+    add("--seed", type=non_negative_int, help=f"random seed (default {defaults.seed})")
+    add("--nsp-mode", choices=("random", "paraphrase"),
+        help="next-sentence task: 'random' (BERT's IsNext/NotNext, default) or "
+             "'paraphrase' (the MRPC label)")
+    add("--dropout", type=probability, help=f"dropout rate (default {defaults.dropout})")
+    add("--model-dir", help=f"where checkpoints, vocab and config go "
+                            f"(default {defaults.model_dir})")
+    add("--checkpoint-every", type=positive_int,
+        help=f"steps between checkpoints (default {defaults.checkpoint_every})")
+    add("--sample-every", type=positive_int,
+        help=f"steps between printed example predictions (default {defaults.sample_every})")
+    add("--jit", action="store_true", default=None, help="XLA-compile the training step")
+    add("--resume", action="store_true", help="continue from the newest checkpoint in --model-dir")
+    add("--no-plots", action="store_true",
+        help="skip the attention export and pictures at the end")
+
+    export = commands.add_parser("export", help="write attention matrices of MRPC test pairs "
+                                                "to a pickle")
+    export.add_argument("--model-dir", default=defaults.model_dir,
+                        help=f"trained model (default {defaults.model_dir})")
+    export.add_argument("--n", type=positive_int, default=DEFAULT_EXPORT_EXAMPLES,
+                        help=f"test pairs to run (default {DEFAULT_EXPORT_EXAMPLES})")
+    export.add_argument("--output", default=default_pickle(model_name),
+                        help=f"pickle to write (default {default_pickle(model_name)})")
+
+    plot = commands.add_parser("plot", help="draw attention heatmaps from an exported pickle")
+    plot.add_argument("--input", default=default_pickle(model_name),
+                      help=f"pickle written by export (default {default_pickle(model_name)})")
+    plot.add_argument("--output-dir", default="visual/results",
+                      help="where PNGs go (default visual/results)")
+    plot.add_argument("--case", type=non_negative_int, default=0,
+                      help="which example to draw (default 0)")
+    plot.add_argument("--layer", type=non_negative_int,
+                      help="layer of the line view (default: the last)")
+    plot.add_argument("--head", type=non_negative_int, help="head of the line view (default 0)")
+    return parser
+
+
+def default_pickle(model_name: str) -> str:
+    return f"visual/tmp/{model_name}_attention_matrix.pkl"
+
+
+def _train_defaults(model_name: str):
+    return TrainConfig(model_type=model_name, model_dir=f"visual/models/{model_name}")
+
+
+def train_config(model_name: str, args) -> tuple:
+    """(TrainConfig, names of the fields given on the command line) from parsed ``args``."""
+    defaults = _train_defaults(model_name)
+    given = {f.name for f in dataclasses.fields(defaults)
+             if getattr(args, f.name, None) is not None}
+    config = dataclasses.replace(defaults, **{name: getattr(args, name) for name in given})
+    if config.dim % config.heads:
+        raise UserError(f"--dim {config.dim} is not divisible by --heads {config.heads}")
+    return config, given
+
+
+def main(model_name: str, argv=None) -> int:
+    """Run one command; returns the process exit status."""
+    parser = build_parser(model_name)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "train":
+            config, given = train_config(model_name, args)
+            _configure_tensorflow()
+            from nlp_tutorials.training import pretrain
+
+            try:
+                pretrain(config, given, resume=args.resume)
+            except KeyboardInterrupt:
+                print("interrupted: checkpoint saved; continue with --resume", file=sys.stderr)
+                return 130
+            if not args.no_plots:
+                pickle_path = export(config.model_dir, DEFAULT_EXPORT_EXAMPLES,
+                                     default_pickle(model_name))
+                plot(pickle_path, "visual/results", 0, None, None, model_name)
+        elif args.command == "export":
+            _configure_tensorflow()
+            export(args.model_dir, args.n, args.output)
+        elif args.command == "plot":
+            plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
+    except UserError as err:
+        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def export(model_dir, n: int, output) -> Path:
+    from nlp_tutorials.training import restore_model
+    from nlp_tutorials.visual import export_attention
+
+    model, tokenizer = restore_model(model_dir)
+    path = export_attention(model, tokenizer, n, output)
+    print(f"attention of {n} test pairs written to {path}")
+    return path
+
+
+def plot(pickle_path, output_dir, case, layer, head, model_name):
+    from nlp_tutorials.visual import plot_all
+
+    paths = plot_all(pickle_path, output_dir, case=case, layer=layer, head=head,
+                     model_name=model_name)
+    print("pictures written:\n" + "\n".join(f"  {p}" for p in paths))
+
+
+def _configure_tensorflow():
+    """Settings that must be made before TensorFlow is imported; the user's own env wins.
+
+    oneDNN kernels halve the default BERT step on a 2-core AVX2 CPU (1.28 s -> 0.61 s,
+    measured 2026-11-30; see benchmarks/RESULTS.md). The log level hides CUDA probing chatter.
+    """
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

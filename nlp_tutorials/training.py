@@ -1,0 +1,260 @@
+"""The pre-training loop shared by GPT and BERT: schedule, progress, logs, checkpoints, resume.
+
+One tensor's way: :class:`~nlp_tutorials.data.PretrainingData` turns MRPC into batches, the
+model's compiled ``step()`` learns from them, :func:`pretrain` keeps the loop, the checkpoints
+and the TensorBoard logs, and :func:`evaluate` scores the result on the MRPC test split.
+
+Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
+``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
+``checkpoints/`` (``tf.train.CheckpointManager``: the newest few, each written before the
+``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard).
+"""
+import dataclasses
+import json
+import math
+import signal
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from nlp_tutorials.config import ModelConfig, TrainConfig
+from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
+from nlp_tutorials.errors import UserError
+from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.tokenization import WordTokenizer, load_tokenizer
+
+TRAIN_CONFIG_NAME = "train_config.json"
+CHECKPOINT_DIR = "checkpoints"
+
+
+@keras.saving.register_keras_serializable(package="nlp_tutorials")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """BERT's schedule: 0 -> peak linearly over ``warmup`` steps, then linearly to 0 at ``total``."""
+
+    def __init__(self, peak: float, warmup: int, total: int):
+        self.peak, self.warmup, self.total = peak, warmup, total
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32) + 1.0
+        warm = step / max(self.warmup, 1)
+        decay = (self.total - step) / max(self.total - self.warmup, 1)
+        return self.peak * tf.maximum(0.0, tf.minimum(warm, decay))
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
+
+
+def make_optimizer(config: TrainConfig):
+    """AdamW as BERT: beta2 0.999, epsilon 1e-6, no weight decay on LayerNorm or biases."""
+    schedule = WarmupLinearDecay(config.learning_rate,
+                                 int(config.warmup_fraction * config.steps), config.steps)
+    optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=config.weight_decay,
+                                       beta_1=0.9, beta_2=0.999, epsilon=1e-6)
+    optimizer.exclude_from_weight_decay(var_names=["norm", "bias"])
+    return optimizer
+
+
+def model_class(model_type: str):
+    """The class behind a model type name (imported here so the CLI stays light)."""
+    if model_type == "bert":
+        from nlp_tutorials.bert import BERT
+        return BERT
+    if model_type == "gpt":
+        from nlp_tutorials.gpt import GPT
+        return GPT
+    raise UserError(f"model type {model_type!r}: expected 'bert' or 'gpt'")
+
+
+def prepare_run(config: TrainConfig, given: set, resume: bool):
+    """Settle the run's config, tokenizer and model config, saving them into ``model_dir``.
+
+    ``given`` names the TrainConfig fields the user set explicitly; on ``--resume`` those must
+    agree with the saved run (the rest are taken from it).
+    Returns (config, tokenizer, model_config, train_pairs).
+    """
+    model_dir = Path(config.model_dir)
+    train_pairs = load_mrpc("train")
+    if resume:
+        config = resumed_config(config, given, model_dir)
+        tokenizer = load_tokenizer(model_dir)
+        model_config = ModelConfig.load(model_dir)
+    else:
+        if latest_checkpoint(model_dir):
+            raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
+                            f"it, or choose another --model-dir")
+        # The vocabulary comes from the TRAIN split only: test words stay unknown.
+        tokenizer = WordTokenizer.build([s for p in train_pairs for s in (p.s1, p.s2)])
+        if not config.max_len:
+            config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer,
+                                                                              train_pairs))
+        model_config = config.model_config(tokenizer.vocab_size, config.max_len)
+        tokenizer.save(model_dir)
+        model_config.save(model_dir)
+        write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
+                          json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+    return config, tokenizer, model_config, train_pairs
+
+
+def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainConfig:
+    """The saved run's config, with flags the user gave checked against it."""
+    path = model_dir / TRAIN_CONFIG_NAME
+    if not latest_checkpoint(model_dir) or not path.is_file():
+        raise UserError(f"--resume: no checkpoint in {model_dir}; run train without --resume "
+                        f"first")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    mismatched = [f"--{name.replace('_', '-')} {getattr(config, name)} (saved: {saved[name]})"
+                  for name in TrainConfig.FROZEN
+                  if name in given and name in saved and getattr(config, name) != saved[name]]
+    if mismatched:
+        raise UserError(f"--resume: {model_dir} was trained with other settings: "
+                        + "; ".join(mismatched))
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {k: v for k, v in saved.items() if k in known and k in TrainConfig.FROZEN}
+    return dataclasses.replace(config, **values)
+
+
+def latest_checkpoint(model_dir) -> str | None:
+    return tf.train.latest_checkpoint(str(Path(model_dir) / CHECKPOINT_DIR))
+
+
+def build_model(model_config: ModelConfig, seed: int):
+    keras.utils.set_random_seed(seed)
+    return model_class(model_config.model_type)(model_config)
+
+
+def restore_model(model_dir):
+    """Load the model saved by ``train`` in ``model_dir`` (newest checkpoint), for inference."""
+    model_dir = Path(model_dir)
+    if not latest_checkpoint(model_dir):
+        raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials.bert "
+                        f"train --model-dir {model_dir}` first")
+    model_config = ModelConfig.load(model_dir)
+    model = model_class(model_config.model_type)(model_config)
+    tf.train.Checkpoint(model=model).restore(latest_checkpoint(model_dir)).expect_partial()
+    return model, load_tokenizer(model_dir)
+
+
+def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False,
+             printer=print) -> dict:
+    """Pre-train a GPT or BERT on MRPC train; returns the test-split evaluation.
+
+    Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on Ctrl-C.
+    """
+    config, tokenizer, model_config, train_pairs = prepare_run(config, given, resume)
+    model_dir = Path(config.model_dir)
+    model = build_model(model_config, config.seed)
+    model.compile(optimizer=make_optimizer(config))
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, str(model_dir / CHECKPOINT_DIR),
+                                         max_to_keep=config.keep_checkpoints)
+    if resume:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    start = int(model.optimizer.iterations.numpy())
+    masked = config.model_type == "bert"
+    data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
+                           nsp_mode=config.nsp_mode, seed=config.seed)
+    # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
+    batches = iter(data.dataset(config.batch_size, masked=masked).skip(start))
+    first = next(batches)
+    step_fn = model.compiled_step(first, jit_compile=config.jit)
+    writer = tf.summary.create_file_writer(str(model_dir / "logs"))
+    printer(f"{config.model_type} {config.dim}d/{config.layers} layers/{config.heads} heads, "
+            f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
+            f"{data.steps_per_epoch(config.batch_size)} steps per epoch; "
+            f"steps {start} -> {config.steps}")
+    progress = keras.utils.Progbar(config.steps, stateful_metrics=None, unit_name="step")
+    progress.update(start)
+    interrupted = False
+    previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
+    try:
+        batch = first
+        for step in range(start + 1, config.steps + 1):
+            metrics = {k: float(v) for k, v in step_fn(batch).items()}
+            progress.update(step, values=[(k, v) for k, v in metrics.items()
+                                          if k in ("loss", "mlm_accuracy", "lm_accuracy",
+                                                   "nsp_accuracy")])
+            if step % config.log_every == 0 or step == config.steps:
+                with writer.as_default(step=step):
+                    for name, value in metrics.items():
+                        tf.summary.scalar(name, value)
+            if masked and step % config.sample_every == 0:
+                printer("\n" + describe_predictions(model, tokenizer, batch))
+            if step % config.checkpoint_every == 0 and step != config.steps:
+                manager.save(checkpoint_number=step)
+            if step < config.steps:
+                batch = next(batches)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        writer.flush()
+    path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
+    printer(f"\nsaved checkpoint {path}")
+    if interrupted:
+        raise KeyboardInterrupt
+    return evaluate(model, tokenizer, config, printer)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:
+    """One example: the masked words and what the model predicts there, as two lines."""
+    single = {k: v[row:row + 1] for k, v in batch.items()}
+    outputs = model(single, training=False)
+    chosen = tf.gather(outputs["sequence_output"], single["mlm_positions"], batch_dims=1)
+    logits, _ = model.pretraining_heads(chosen, outputs["pooled_output"])
+    real = single["mlm_weights"].numpy()[0] > 0
+    targets = tokenizer.convert_ids_to_tokens(single["mlm_ids"].numpy()[0][real])
+    predicted = tokenizer.convert_ids_to_tokens(np.argmax(logits.numpy()[0], -1)[real])
+    return f"  target:    {' '.join(targets)}\n  predicted: {' '.join(predicted)}"
+
+
+def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
+    """Masked-token (or next-token) and NSP accuracy on the MRPC test split.
+
+    Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len
+    (longer pairs are truncated longest-first) and one fixed masking (seed + 1000).
+    For BERT it also reports the most-frequent-token baseline: the accuracy of always guessing
+    the token most often masked in train.
+    """
+    masked = config.model_type == "bert"
+    test = PretrainingData(tokenizer, load_mrpc("test"), max_len=config.max_len,
+                           nsp_mode=config.nsp_mode, seed=config.seed + 1000)
+    step_fn = None
+    totals = {}
+    batches = list(test.dataset(config.batch_size, masked=masked, repeat=False))
+    for batch in batches:
+        if step_fn is None:
+            step_fn = tf.function(lambda b: model.step(b, training=False))
+        for name, value in step_fn(batch).items():
+            totals[name] = totals.get(name, 0.0) + float(value) / len(batches)
+    result = dict(totals)
+    if masked:
+        result["baseline_accuracy"] = most_frequent_token_baseline(tokenizer, config, batches)
+        printer(f"test masked-token accuracy {result['mlm_accuracy']:.3f} "
+                f"(most-frequent-token baseline {result['baseline_accuracy']:.3f}), "
+                f"NSP accuracy {result['nsp_accuracy']:.3f}")
+    else:
+        result["perplexity"] = math.exp(result["lm_loss"])
+        printer(f"test next-token accuracy {result['lm_accuracy']:.3f}, perplexity "
+                f"{result['perplexity']:.1f}, NSP accuracy {result['nsp_accuracy']:.3f}")
+    return result
+
+
+def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches) -> float:
+    """Accuracy on the test masks of always predicting train's most often masked token."""
+    train = PretrainingData(tokenizer, load_mrpc("train"), max_len=config.max_len,
+                            seed=config.seed).epoch(0)
+    chosen = train["mlm_ids"][train["mlm_weights"] > 0]
+    guess = np.bincount(chosen).argmax()
+    hits = total = 0.0
+    for batch in test_batches:
+        weights = batch["mlm_weights"].numpy()
+        hits += float(((batch["mlm_ids"].numpy() == guess) * weights).sum())
+        total += float(weights.sum())
+    return hits / max(total, 1.0)
+
