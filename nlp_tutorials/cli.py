@@ -154,11 +154,11 @@ def main(model_name: str, argv=None) -> int:
                 return 130
             if not args.no_plots:
                 pickle_path = export(config.model_dir, DEFAULT_EXPORT_EXAMPLES,
-                                     default_pickle(model_name))
+                                     default_pickle(model_name), model_name)
                 plot(pickle_path, "visual/results", 0, None, None, model_name)
         elif args.command == "export":
             _configure_tensorflow()
-            export(args.model_dir, args.n, args.output)
+            export(args.model_dir, args.n, args.output, model_name)
         elif args.command == "plot":
             plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
     except UserError as err:
@@ -167,11 +167,11 @@ def main(model_name: str, argv=None) -> int:
     return 0
 
 
-def export(model_dir, n: int, output) -> Path:
+def export(model_dir, n: int, output, model_name: str) -> Path:
     from nlp_tutorials.training import restore_model
     from nlp_tutorials.visual import export_attention
 
-    model, tokenizer = restore_model(model_dir)
+    model, tokenizer = restore_model(model_dir, model_name)
     path = export_attention(model, tokenizer, n, output)
     print(f"attention of {n} test pairs written to {path}")
     return path

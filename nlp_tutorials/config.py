@@ -126,7 +126,7 @@ class TrainConfig:
 
     model_type: str = "bert"
     model_dir: str = "visual/models/bert"
-    steps: int = 2000
+    steps: int = 1000
     batch_size: int = 16
     learning_rate: float = 1e-3
     warmup_fraction: float = 0.1

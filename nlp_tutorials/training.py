@@ -12,7 +12,6 @@ Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no fla
 import dataclasses
 import json
 import math
-import signal
 from pathlib import Path
 
 import keras
@@ -124,12 +123,15 @@ def build_model(model_config: ModelConfig, seed: int):
     return model_class(model_config.model_type)(model_config)
 
 
-def restore_model(model_dir):
-    """Load the model saved by ``train`` in ``model_dir`` (newest checkpoint), for inference."""
+def restore_model(model_dir, model_name: str = "bert"):
+    """Load the model saved by ``train`` in ``model_dir`` (newest checkpoint), for inference.
+
+    Returns (model, tokenizer). ``model_name`` only words the error when nothing is there.
+    """
     model_dir = Path(model_dir)
     if not latest_checkpoint(model_dir):
-        raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials.bert "
-                        f"train --model-dir {model_dir}` first")
+        raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials."
+                        f"{model_name} train --model-dir {model_dir}` first")
     model_config = ModelConfig.load(model_dir)
     model = model_class(model_config.model_type)(model_config)
     tf.train.Checkpoint(model=model).restore(latest_checkpoint(model_dir)).expect_partial()
@@ -156,7 +158,9 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
                            nsp_mode=config.nsp_mode, seed=config.seed)
     # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
-    batches = iter(data.dataset(config.batch_size, masked=masked).skip(start))
+    batches = iter(data.dataset(config.batch_size, masked=masked).skip(start)
+                   .map(trim_padding, num_parallel_calls=tf.data.AUTOTUNE)
+                   .prefetch(tf.data.AUTOTUNE))
     first = next(batches)
     step_fn = model.compiled_step(first, jit_compile=config.jit)
     writer = tf.summary.create_file_writer(str(model_dir / "logs"))
@@ -164,17 +168,21 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
             f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
             f"{data.steps_per_epoch(config.batch_size)} steps per epoch; "
             f"steps {start} -> {config.steps}")
-    progress = keras.utils.Progbar(config.steps, stateful_metrics=None, unit_name="step")
+    shown = ("loss", "mlm_accuracy", "lm_accuracy", "nsp_accuracy")
+    # Smoothed recent values, not Keras' average since step 0, so the bar shows learning now.
+    progress = keras.utils.Progbar(config.steps, stateful_metrics=shown, unit_name="step")
     progress.update(start)
+    smoothed = {}
     interrupted = False
-    previous = signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     try:
         batch = first
         for step in range(start + 1, config.steps + 1):
             metrics = {k: float(v) for k, v in step_fn(batch).items()}
-            progress.update(step, values=[(k, v) for k, v in metrics.items()
-                                          if k in ("loss", "mlm_accuracy", "lm_accuracy",
-                                                   "nsp_accuracy")])
+            for name in shown:
+                if name in metrics:
+                    recent = smoothed.get(name, metrics[name])
+                    smoothed[name] = 0.95 * recent + 0.05 * metrics[name]
+            progress.update(step, values=list(smoothed.items()))
             if step % config.log_every == 0 or step == config.steps:
                 with writer.as_default(step=step):
                     for name, value in metrics.items():
@@ -188,7 +196,6 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        signal.signal(signal.SIGINT, previous)
         writer.flush()
     path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
     printer(f"\nsaved checkpoint {path}")
@@ -197,8 +204,16 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     return evaluate(model, tokenizer, config, printer)
 
 
-def _raise_keyboard_interrupt(signum, frame):
-    raise KeyboardInterrupt
+def trim_padding(batch):
+    """Cut the columns that are padding in every row: [batch, max_len] -> [batch, longest].
+
+    MRPC pairs average 49 word tokens against a longest of 100, so most of a fixed-length batch
+    is padding; attention and dense layers cost in proportion to length.
+    """
+    lengths = tf.reduce_sum(tf.cast(batch["input_ids"] != 0, tf.int32), axis=1)  # [PAD] is 0
+    longest = tf.reduce_max(lengths)
+    return {name: value[:, :longest] if name in ("input_ids", "token_type_ids") else value
+            for name, value in batch.items()}
 
 
 def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:
@@ -224,12 +239,11 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
     masked = config.model_type == "bert"
     test = PretrainingData(tokenizer, load_mrpc("test"), max_len=config.max_len,
                            nsp_mode=config.nsp_mode, seed=config.seed + 1000)
-    step_fn = None
     totals = {}
-    batches = list(test.dataset(config.batch_size, masked=masked, repeat=False))
+    batches = list(test.dataset(config.batch_size, masked=masked, repeat=False)
+                   .map(trim_padding))
+    step_fn = model.compiled_step(batches[0], training=False)
     for batch in batches:
-        if step_fn is None:
-            step_fn = tf.function(lambda b: model.step(b, training=False))
         for name, value in step_fn(batch).items():
             totals[name] = totals.get(name, 0.0) + float(value) / len(batches)
     result = dict(totals)

@@ -17,6 +17,8 @@ Building blocks, bottom up:
 Attention probabilities travel as return values, never as attributes set inside ``call``, so the
 model works the same eagerly and inside ``tf.function``.
 """
+import functools
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -334,17 +336,21 @@ class Transformer(keras.Model):
         grads = tape.gradient(scaled, self.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
 
-    def compiled_step(self, batch, jit_compile: bool = False):
-        """``step`` as a ``tf.function`` with a fixed input signature taken from ``batch``.
+    def compiled_step(self, batch, jit_compile: bool = False, training: bool = True):
+        """``step`` as a ``tf.function`` traced once for every batch shaped like ``batch``.
 
-        Later batches must have the same shapes and dtypes, so the step is traced once.
+        The signature fixes each input's dtype and batch size but leaves the other axes open,
+        so batches trimmed to their longest sequence reuse the same trace. (Under XLA,
+        ``jit_compile=True``, each distinct length still compiles once.)
         """
         # Create the optimizer's slots now: variables created inside the first trace would
         # force a second one.
         self.optimizer.build(self.trainable_variables)
-        signature = {name: tf.TensorSpec(value.shape, tf.as_dtype(value.dtype), name=name)
+        signature = {name: tf.TensorSpec([value.shape[0]] + [None] * (len(value.shape) - 1),
+                                         tf.as_dtype(value.dtype), name=name)
                      for name, value in batch.items()}
-        return tf.function(self.step, input_signature=[signature], jit_compile=jit_compile)
+        return tf.function(functools.partial(self.step, training=training),
+                           input_signature=[signature], jit_compile=jit_compile)
 
     def attend(self, inputs):
         """Run the model in inference mode and keep its attention maps (as numpy).
