@@ -4,12 +4,13 @@ Each head wraps a backbone (a :class:`~nlp_tutorials.bert.BERT`, or a
 :class:`~nlp_tutorials.gpt.GPT`) and adds one small dense layer; fine-tuning trains the head and
 the whole backbone together.
 
-| head                   | reads                       | predicts                          | paper |
-|------------------------|-----------------------------|-----------------------------------|-------|
-| :class:`SequenceClassifier` | ``pooled_output``      | [batch, num_labels] (1: a score)  | GLUE (MRPC, SST-2, STS-B ...) |
-| :class:`TokenClassifier`    | ``sequence_output``    | [batch, step, num_labels]         | CoNLL-2003 NER |
-| :class:`SpanExtractor`      | ``sequence_output``    | start and end logits [batch, step] | SQuAD |
-| :class:`MultipleChoice`     | ``pooled_output``, per choice | [batch, choices]           | SWAG |
+- :class:`SequenceClassifier`: ``pooled_output`` -> [batch, num_labels]; GLUE (MRPC, SST-2 ...),
+  and with ``num_labels=1`` a regression score (STS-B).
+- :class:`TokenClassifier`: ``sequence_output`` -> [batch, step, num_labels]; CoNLL-2003 NER.
+- :class:`SpanExtractor`: ``sequence_output`` -> start and end logits [batch, step]; SQuAD,
+  decoded by :func:`best_span`.
+- :class:`MultipleChoice`: ``pooled_output`` of each (context, choice) pair -> [batch, choices];
+  SWAG.
 
 A head is used like the backbone: ``head(inputs)`` gives logits, ``head.loss_and_metrics(batch,
 training)`` gives the loss and scalar metrics, ``head.step(batch)`` is one optimisation step
