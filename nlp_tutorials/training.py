@@ -123,6 +123,25 @@ def build_model(model_config: ModelConfig, seed: int):
     return model_class(model_config.model_type)(model_config)
 
 
+def training_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
+    """What a checkpoint holds: the model's weights by name, and the optimizer's state.
+
+    Weights are keyed by their Keras path without the model's own name (Keras numbers a second
+    model in one process "bert_1"; layers first called outside the model have no prefix), so
+    any model of the same config restores them. The
+    optimizer's slots follow the order of ``model.trainable_variables``, which is fixed by the
+    config; ``iterations`` is the step count a resumed run continues from.
+    """
+    weights = {variable.path.removeprefix(f"{model.name}/"): variable
+               for variable in model.weights}
+    if len(weights) != len(model.weights):
+        raise ValueError("two of the model's weights share a path")
+    if optimizer is None:
+        return tf.train.Checkpoint(model=weights)
+    return tf.train.Checkpoint(model=weights, optimizer=list(optimizer.variables),
+                               iterations=optimizer.iterations)
+
+
 def restore_model(model_dir, model_name: str = "bert"):
     """Load the model saved by ``train`` in ``model_dir`` (newest checkpoint), for inference.
 
@@ -134,7 +153,8 @@ def restore_model(model_dir, model_name: str = "bert"):
                         f"{model_name} train --model-dir {model_dir}` first")
     model_config = ModelConfig.load(model_dir)
     model = model_class(model_config.model_type)(model_config)
-    tf.train.Checkpoint(model=model).restore(latest_checkpoint(model_dir)).expect_partial()
+    status = training_checkpoint(model).restore(latest_checkpoint(model_dir))
+    status.expect_partial().assert_existing_objects_matched()
     return model, load_tokenizer(model_dir)
 
 
@@ -148,11 +168,12 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     model_dir = Path(config.model_dir)
     model = build_model(model_config, config.seed)
     model.compile(optimizer=make_optimizer(config))
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    model.optimizer.build(model.trainable_variables)
+    checkpoint = training_checkpoint(model, model.optimizer)
     manager = tf.train.CheckpointManager(checkpoint, str(model_dir / CHECKPOINT_DIR),
                                          max_to_keep=config.keep_checkpoints)
     if resume:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        checkpoint.restore(manager.latest_checkpoint).assert_consumed()
     start = int(model.optimizer.iterations.numpy())
     masked = config.model_type == "bert"
     data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,

@@ -1,0 +1,166 @@
+"""The pre-training loop and the command line: checkpoints, resume, kill -9, bad flags."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from nlp_tutorials.config import TrainConfig  # noqa: E402
+from nlp_tutorials.errors import UserError  # noqa: E402
+
+TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
+
+
+def tiny_config(model_dir, **overrides):
+    values = dict(model_dir=str(model_dir), dim=32, layers=1, heads=2, max_len=32, batch_size=8,
+                  steps=6, checkpoint_every=3, sample_every=3, log_every=2)
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def run_cli(*args, timeout=300):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=Path(__file__).resolve().parent.parent)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["train", "--steps", "0"], "--steps: expected a positive integer, got 0"),
+    (["train", "--batch-size", "-3"], "--batch-size: expected a positive integer, got -3"),
+    (["train", "--dim", "30", "--heads", "4"], "--dim 30 is not divisible by --heads 4"),
+    (["train", "--nsp-mode", "sideways"], "invalid choice: 'sideways'"),
+    (["train", "--learning-rate", "fast"], "expected a positive number, got 'fast'"),
+    (["dance"], "invalid choice: 'dance'"),
+])
+def test_bad_flags_fail_in_one_line_without_tensorflow(argv, expected):
+    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
+            f"try:\n    status = main('bert', {argv!r})\nexcept SystemExit as exit:\n"
+            "    status = exit.code\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
+            "sys.exit(status)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+
+
+def test_help_answers_without_tensorflow():
+    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
+            "try:\n    main('gpt', ['train', '--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'tensorflow' not in sys.modules\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "--nsp-mode" in result.stdout and "--resume" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny BERT trained for 6 steps, and what its run printed."""
+    from nlp_tutorials.training import pretrain
+
+    model_dir = tmp_path_factory.mktemp("bert")
+    printed = []
+    result = pretrain(tiny_config(model_dir), printer=printed.append)
+    return model_dir, result, "\n".join(printed)
+
+
+def test_training_leaves_everything_later_commands_need(trained):
+    model_dir, result, printed = trained
+    for name in ("config.json", "train_config.json", "vocab.txt", "tokenizer_config.json",
+                 "checkpoints/checkpoint"):
+        assert (model_dir / name).is_file(), name
+    assert list((model_dir / "logs").iterdir()), "no TensorBoard events"
+    assert "target:" in printed and "predicted:" in printed
+    assert set(result) >= {"mlm_accuracy", "nsp_accuracy", "baseline_accuracy", "loss"}
+    assert 0.0 < result["baseline_accuracy"] < 0.2
+    assert "most-frequent-token baseline" in printed
+
+
+def test_restored_model_predicts_like_the_trained_one(trained, tmp_path):
+    from nlp_tutorials.training import restore_model
+
+    model_dir, _, _ = trained
+    model, tokenizer = restore_model(model_dir)
+    again, _ = restore_model(model_dir)
+    ids, segments = tokenizer.encode("the company said", "shares rose", max_len=32)
+    inputs = {"input_ids": np.array([ids], "int32"), "token_type_ids": np.array([segments], "int32")}
+    a = model(inputs)["sequence_output"].numpy()
+    assert a.shape == (1, 32, 32)
+    assert (a == again(inputs)["sequence_output"].numpy()).all()
+    assert int(model.config.vocab_size) == tokenizer.vocab_size
+
+
+def test_new_run_refuses_to_overwrite_a_checkpoint(trained):
+    from nlp_tutorials.training import pretrain
+
+    model_dir, _, _ = trained
+    with pytest.raises(UserError, match="already holds a checkpoint: pass --resume"):
+        pretrain(tiny_config(model_dir), printer=lambda *_: None)
+
+
+def test_resume_checks_flags_against_the_saved_run(trained, tmp_path):
+    from nlp_tutorials.training import pretrain
+
+    model_dir, _, _ = trained
+    with pytest.raises(UserError, match=r"--dim 64 \(saved: 32\)"):
+        pretrain(tiny_config(model_dir, dim=64), given={"dim"}, resume=True,
+                 printer=lambda *_: None)
+    with pytest.raises(UserError, match="no checkpoint in"):
+        pretrain(tiny_config(tmp_path), resume=True, printer=lambda *_: None)
+
+
+def test_export_and_plot_commands(trained, tmp_path):
+    model_dir, _, _ = trained
+    pickle_path = tmp_path / "att.pkl"
+    result = run_cli("nlp_tutorials.bert", "export", "--model-dir", str(model_dir), "--n", "4",
+                     "--output", str(pickle_path))
+    assert result.returncode == 0, result.stderr
+    from nlp_tutorials.visual import load_attention_pickle
+
+    data = load_attention_pickle(pickle_path)
+    assert len(data["src"]) == 4 and data["src"][0][0] == "[CLS]"
+    assert [a.shape for a in data["attentions"]["encoder"]] == [(4, 2, 32, 32)]
+    result = run_cli("nlp_tutorials.bert", "plot", "--input", str(pickle_path), "--output-dir",
+                     str(tmp_path / "png"), "--case", "9")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith("valid: 0..3)"), result.stderr
+    result = run_cli("nlp_tutorials.bert", "export", "--model-dir", str(tmp_path / "nothing"))
+    assert result.returncode == 2 and "run `python -m nlp_tutorials.bert train" in result.stderr
+
+
+def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
+    model_dir = tmp_path / "killed"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", "400",
+               "--checkpoint-every", "2", "--model-dir", str(model_dir), "--no-plots"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=env)
+    index = model_dir / "checkpoints" / "checkpoint"
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        if index.is_file() and "ckpt-6" in index.read_text():
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, process.stderr.read().decode()
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+    from nlp_tutorials.training import restore_model
+
+    restore_model(model_dir)  # the newest checkpoint reads back whole
+    result = run_cli("nlp_tutorials.bert", "train", "--resume", "--steps", "400",
+                     "--model-dir", str(model_dir), "--no-plots")
+    assert result.returncode == 0, result.stderr
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
+    assert reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE") == 400
+    assert "steps 6 -> 400" in result.stdout or "-> 400" in result.stdout
