@@ -115,7 +115,47 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     plot.add_argument("--layer", type=non_negative_int,
                       help="layer of the line view (default: the last)")
     plot.add_argument("--head", type=non_negative_int, help="head of the line view (default 0)")
+    if model_name == "bert":
+        add_finetune_commands(commands)
     return parser
+
+
+def add_finetune_commands(commands):
+    """``finetune`` and ``predict``: BERT on MRPC paraphrase detection."""
+    from nlp_tutorials.config import FinetuneConfig
+
+    defaults = FinetuneConfig()
+    finetune = commands.add_parser("finetune", help="fine-tune the pre-trained BERT on MRPC "
+                                                    "paraphrase detection")
+    add = finetune.add_argument
+    add("--model-dir", default=defaults.model_dir,
+        help=f"pre-trained model from `train` (default {defaults.model_dir})")
+    add("--from-scratch", action="store_true", help="start from random weights instead")
+    add("--output-dir", default=defaults.output_dir,
+        help=f"where the fine-tuned model goes (default {defaults.output_dir})")
+    add("--epochs", type=positive_int, default=defaults.epochs,
+        help=f"passes over the train pairs (default {defaults.epochs})")
+    add("--batch-size", type=positive_int, default=defaults.batch_size,
+        help=f"pairs per step (default {defaults.batch_size})")
+    add("--learning-rate", type=positive_float, default=defaults.learning_rate,
+        help=f"peak AdamW rate, 10%% warm-up then linear decay (default "
+             f"{defaults.learning_rate})")
+    add("--seed", type=non_negative_int, default=defaults.seed,
+        help=f"first seed (default {defaults.seed})")
+    add("--seeds", type=positive_int, default=defaults.seeds,
+        help="number of seeds to run; the test result is reported as mean ± std "
+             f"(default {defaults.seeds})")
+    add("--dev-size", type=positive_int, default=defaults.dev_size,
+        help=f"last train pairs held out to pick the best epoch (default {defaults.dev_size})")
+    add("--no-swap", dest="swap_augment", action="store_false",
+        help="do not add each train pair in the other sentence order")
+
+    predict = commands.add_parser("predict", help="label sentence pairs with the fine-tuned "
+                                                  "model (TSV: s1<TAB>s2, or MRPC rows)")
+    predict.add_argument("input", nargs="?", default="-",
+                         help="TSV file, or - for standard input (default -)")
+    predict.add_argument("--model-dir", default=defaults.output_dir,
+                         help=f"fine-tuned model (default {defaults.output_dir})")
 
 
 def default_pickle(model_name: str) -> str:
@@ -159,11 +199,44 @@ def main(model_name: str, argv=None) -> int:
         elif args.command == "export":
             _configure_tensorflow()
             export(args.model_dir, args.n, args.output, model_name)
+        elif args.command == "finetune":
+            _configure_tensorflow()
+            from nlp_tutorials.finetune import finetune
+
+            finetune(finetune_config(args))
+        elif args.command == "predict":
+            return predict(args)
         elif args.command == "plot":
             plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
     except UserError as err:
         print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
+    return 0
+
+
+def finetune_config(args):
+    from nlp_tutorials.config import FinetuneConfig
+
+    names = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    return FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def predict(args) -> int:
+    """Print one line per pair; on a malformed line, the pairs before it are printed first."""
+    if args.input != "-" and not Path(args.input).is_file():
+        raise UserError(f"{args.input}: no such file; expected a TSV of sentence pairs")
+    _configure_tensorflow()
+    from nlp_tutorials.finetune import load_finetuned, predict as predict_pairs
+
+    head, tokenizer = load_finetuned(args.model_dir)
+    if args.input == "-":
+        predict_pairs(head, tokenizer, sys.stdin, "<stdin>")
+        return 0
+    try:
+        with open(args.input, encoding="utf-8-sig") as lines:
+            predict_pairs(head, tokenizer, lines, args.input)
+    except UnicodeDecodeError as err:
+        raise UserError(f"{args.input}: not UTF-8 text ({err.reason})") from None
     return 0
 
 

@@ -155,3 +155,19 @@ class TrainConfig:
                            hidden_dropout_prob=self.dropout,
                            attention_probs_dropout_prob=self.dropout,
                            max_position_embeddings=max_len)
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """One fine-tuning run on MRPC (defaults documented in the README)."""
+
+    model_dir: str = "visual/models/bert"
+    output_dir: str = "visual/models/bert_mrpc"
+    from_scratch: bool = False
+    epochs: int = 3
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    seed: int = 1
+    seeds: int = 1
+    dev_size: int = 408
+    swap_augment: bool = True

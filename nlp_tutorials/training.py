@@ -45,11 +45,15 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
 
 
-def make_optimizer(config: TrainConfig):
-    """AdamW as BERT: beta2 0.999, epsilon 1e-6, no weight decay on LayerNorm or biases."""
-    schedule = WarmupLinearDecay(config.learning_rate,
-                                 int(config.warmup_fraction * config.steps), config.steps)
-    optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=config.weight_decay,
+def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,
+                   weight_decay: float = 0.01):
+    """AdamW as BERT: beta2 0.999, epsilon 1e-6, no weight decay on LayerNorm or biases.
+
+    The rate warms up linearly to ``learning_rate`` over ``warmup_fraction`` of ``steps``,
+    then decays linearly to 0 at ``steps``.
+    """
+    schedule = WarmupLinearDecay(learning_rate, int(warmup_fraction * steps), steps)
+    optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=weight_decay,
                                        beta_1=0.9, beta_2=0.999, epsilon=1e-6)
     optimizer.exclude_from_weight_decay(var_names=["norm", "bias"])
     return optimizer
@@ -167,7 +171,8 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     config, tokenizer, model_config, train_pairs = prepare_run(config, given, resume)
     model_dir = Path(config.model_dir)
     model = build_model(model_config, config.seed)
-    model.compile(optimizer=make_optimizer(config))
+    model.compile(optimizer=make_optimizer(config.learning_rate, config.steps,
+                                          config.warmup_fraction, config.weight_decay))
     model.optimizer.build(model.trainable_variables)
     checkpoint = training_checkpoint(model, model.optimizer)
     manager = tf.train.CheckpointManager(checkpoint, str(model_dir / CHECKPOINT_DIR),

@@ -1,0 +1,213 @@
+"""Fine-tune BERT on MRPC paraphrase detection, and predict with the result.
+
+The recipe (BERT paper, section 4.1): the pooled ``[CLS]`` vector feeds a 2-way classifier
+(:class:`~nlp_tutorials.heads.SequenceClassifier`); the whole network trains with AdamW, linear
+warm-up over 10% of the steps, then linear decay. MRPC has no official dev split in the original
+files, so the last ``dev_size`` (default 408, GLUE's dev size) train pairs are held out: the epoch
+with the best dev accuracy is kept, and only that model is scored on the test split.
+
+Files in ``output_dir``: ``model.keras`` (head + backbone), ``vocab.txt`` +
+``tokenizer_config.json``, ``results.json``.
+"""
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from nlp_tutorials.config import FinetuneConfig, TrainConfig
+from nlp_tutorials.data import encode_pairs, load_mrpc, longest_pair_length
+from nlp_tutorials.errors import UserError
+from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.heads import SequenceClassifier
+from nlp_tutorials.metrics import accuracy, f1_score, mean_std
+from nlp_tutorials.tokenization import WordTokenizer, load_tokenizer
+from nlp_tutorials.training import (
+    build_model, latest_checkpoint, make_optimizer, restore_model, trim_padding)
+
+MODEL_FILE = "model.keras"
+RESULTS_FILE = "results.json"
+
+
+def split_train_dev(pairs, dev_size: int):
+    """(train, dev): the last ``dev_size`` pairs are dev, as GLUE's 3,668 / 408 split."""
+    if not 0 < dev_size < len(pairs):
+        raise UserError(f"--dev-size {dev_size}: expected 1 to {len(pairs) - 1}")
+    return pairs[:-dev_size], pairs[-dev_size:]
+
+
+def backbone_and_tokenizer(config: FinetuneConfig):
+    """The pre-trained BERT from ``model_dir``, or (``from_scratch``) a fresh one of its size."""
+    if not config.from_scratch:
+        if not latest_checkpoint(config.model_dir):
+            raise UserError(f"{config.model_dir}: no pre-trained checkpoint; run `python -m "
+                            f"nlp_tutorials.bert train` first, or pass --from-scratch")
+        return restore_model(config.model_dir)
+    train = load_mrpc("train")
+    tokenizer = WordTokenizer.build([s for p in train for s in (p.s1, p.s2)])
+    model_config = TrainConfig().model_config(tokenizer.vocab_size,
+                                              longest_pair_length(tokenizer, train))
+    return build_model(model_config, config.seed), tokenizer
+
+
+def encode(tokenizer, pairs, max_len: int, swap: bool = False) -> dict:
+    """Encoded pairs; with ``swap`` also each pair in the other order (a paraphrase either way)."""
+    arrays = encode_pairs(tokenizer, pairs, max_len)
+    if not swap:
+        return arrays
+    swapped = encode_pairs(tokenizer, [dataclasses.replace(p, s1=p.s2, s2=p.s1) for p in pairs],
+                           max_len)
+    return {k: np.concatenate([arrays[k], swapped[k]]) for k in arrays}
+
+
+def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = False):
+    """A tf.data pipeline of dict batches trimmed to their longest pair; shuffled given ``rng``."""
+    order = rng.permutation(len(arrays["labels"])) if rng is not None else slice(None)
+    data = tf.data.Dataset.from_tensor_slices({k: v[order] for k, v in arrays.items()})
+    return (data.batch(batch_size, drop_remainder=drop_remainder).map(trim_padding)
+            .prefetch(tf.data.AUTOTUNE))
+
+
+def paraphrase_probabilities(head, arrays: dict, batch_size: int = 64) -> np.ndarray:
+    """P(paraphrase) for every encoded pair: [n] float32."""
+    forward = tf.function(lambda b: tf.nn.softmax(head(b, training=False))[:, 1],
+                          reduce_retracing=True)
+    inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids")}
+    inputs["labels"] = np.zeros(len(arrays["input_ids"]), np.int32)
+    return np.concatenate([forward({k: b[k] for k in ("input_ids", "token_type_ids")}).numpy()
+                           for b in batches(inputs, batch_size)])
+
+
+def scores(head, arrays) -> dict:
+    predictions = (paraphrase_probabilities(head, arrays) > 0.5).astype(np.int32)
+    return {"accuracy": accuracy(arrays["labels"], predictions),
+            "f1": f1_score(arrays["labels"], predictions)}
+
+
+def finetune_once(config: FinetuneConfig, seed: int, printer=print):
+    """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores)."""
+    backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed))
+    max_len = backbone.config.max_position_embeddings
+    train_pairs, dev_pairs = split_train_dev(load_mrpc("train"), config.dev_size)
+    train = encode(tokenizer, train_pairs, max_len, swap=config.swap_augment)
+    dev = encode(tokenizer, dev_pairs, max_len)
+    test = encode(tokenizer, load_mrpc("test"), max_len)
+    keras.utils.set_random_seed(seed)
+    head = SequenceClassifier(backbone, num_labels=2)
+    steps_per_epoch = len(train["labels"]) // config.batch_size
+    head.compile(optimizer=make_optimizer(config.learning_rate,
+                                          config.epochs * steps_per_epoch))
+    rng = np.random.default_rng(seed)
+    step_fn = None
+    best = (-1.0, None, None)
+    for epoch in range(1, config.epochs + 1):
+        for batch in batches(train, config.batch_size, rng, drop_remainder=True):
+            step_fn = step_fn or head.compiled_step(batch)
+            metrics = step_fn(batch)
+        dev_scores = scores(head, dev)
+        printer(f"seed {seed} epoch {epoch}: train loss {float(metrics['loss']):.3f}, "
+                f"dev accuracy {dev_scores['accuracy']:.3f} F1 {dev_scores['f1']:.3f}")
+        if dev_scores["accuracy"] > best[0]:
+            best = (dev_scores["accuracy"], [w.numpy() for w in head.weights], dev_scores)
+    for weight, value in zip(head.weights, best[1]):
+        weight.assign(value)
+    test_scores = scores(head, test)
+    printer(f"seed {seed}: best dev accuracy {best[0]:.3f}; test accuracy "
+            f"{test_scores['accuracy']:.3f} F1 {test_scores['f1']:.3f}")
+    return head, tokenizer, best[2], test_scores
+
+
+def finetune(config: FinetuneConfig, printer=print) -> dict:
+    """Fine-tune with ``seeds`` seeds; save the best-on-dev head; return the test summary."""
+    runs = []
+    kept = None
+    for seed in range(config.seed, config.seed + config.seeds):
+        head, tokenizer, dev, test = finetune_once(config, seed, printer)
+        runs.append({"seed": seed, "dev": dev, "test": test})
+        if kept is None or dev["accuracy"] > kept[2]:
+            kept = (head, tokenizer, dev["accuracy"])
+    summary = {name: mean_std([run["test"][name] for run in runs]) for name in ("accuracy", "f1")}
+    printer(f"MRPC test over {len(runs)} seed(s): accuracy {100 * summary['accuracy'][0]:.1f} "
+            f"± {100 * summary['accuracy'][1]:.1f}%, F1 {100 * summary['f1'][0]:.1f} "
+            f"± {100 * summary['f1'][1]:.1f}")
+    output_dir = Path(config.output_dir)
+    save_head(kept[0], output_dir)
+    kept[1].save(output_dir)
+    write_text_atomic(output_dir / RESULTS_FILE, json.dumps(
+        {"config": dataclasses.asdict(config), "runs": runs, "test_mean_std": summary},
+        indent=2) + "\n")
+    printer(f"fine-tuned model written to {output_dir / MODEL_FILE}")
+    return {"runs": runs, "test_mean_std": summary}
+
+
+def save_head(head, output_dir: Path) -> Path:
+    """``head.save`` through a temporary file and a rename, so a crash never leaves half a file."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    tmp = output_dir / f".{MODEL_FILE}.tmp{os.getpid()}.keras"
+    head.save(tmp)
+    os.replace(tmp, output_dir / MODEL_FILE)
+    return output_dir / MODEL_FILE
+
+
+def load_finetuned(output_dir):
+    """(head, tokenizer) written by :func:`finetune`."""
+    path = Path(output_dir) / MODEL_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: no fine-tuned model; run `python -m nlp_tutorials.bert "
+                        f"finetune` first")
+    import nlp_tutorials.bert  # noqa: F401  (registers BERT and GPT with Keras for loading)
+
+    return keras.models.load_model(path, compile=False), load_tokenizer(output_dir)
+
+
+def parse_pair_lines(lines, source: str):
+    """Sentence pairs from TSV lines: ``s1<TAB>s2``, or MRPC rows (5 columns; header skipped).
+
+    Yields (line number, s1, s2); a malformed line raises UserError naming it, after the pairs
+    before it have been yielded.
+    """
+    for number, line in enumerate(lines, start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip() or line.startswith("Quality\t"):
+            continue
+        fields = line.split("\t")
+        if len(fields) == 5:
+            fields = fields[3:]
+        if len(fields) != 2 or not all(f.strip() for f in fields):
+            raise UserError(f"{source}, line {number}: expected two tab-separated sentences "
+                            f"(or an MRPC row of 5 columns), got {len(fields)} field(s)")
+        yield number, fields[0], fields[1]
+
+
+def predict(head, tokenizer, lines, source: str, printer=print, chunk: int = 64) -> int:
+    """Print ``label<TAB>P(paraphrase)<TAB>s1<TAB>s2`` per pair; returns the pairs predicted.
+
+    Pairs are predicted in chunks as they are read, so an error on a late line comes after
+    every earlier pair's answer has been printed.
+    """
+    from nlp_tutorials.data import Pair
+
+    max_len = head.backbone.config.max_position_embeddings
+    pending, done = [], 0
+
+    def flush():
+        nonlocal done
+        if pending:
+            arrays = encode_pairs(tokenizer, pending, max_len)
+            for pair, p in zip(pending, paraphrase_probabilities(head, arrays)):
+                printer(f"{int(p > 0.5)}\t{p:.3f}\t{pair.s1}\t{pair.s2}")
+            done += len(pending)
+            pending.clear()
+
+    try:
+        for number, s1, s2 in parse_pair_lines(lines, source):
+            pending.append(Pair(0, str(number), str(number), s1, s2))
+            if len(pending) == chunk:
+                flush()
+    finally:
+        flush()
+    return done
+

@@ -1,0 +1,89 @@
+"""Fine-tuning on MRPC and predicting with the result, on a tiny pre-trained BERT."""
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from nlp_tutorials.config import FinetuneConfig, TrainConfig  # noqa: E402
+from nlp_tutorials.data import load_mrpc  # noqa: E402
+from nlp_tutorials.errors import UserError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+    from nlp_tutorials.finetune import finetune
+    from nlp_tutorials.training import pretrain
+
+    root = tmp_path_factory.mktemp("finetune")
+    pretrain(TrainConfig(model_dir=str(root / "bert"), dim=32, layers=1, heads=2, max_len=24,
+                         batch_size=8, steps=2), printer=lambda *_: None)
+    printed = []
+    config = FinetuneConfig(model_dir=str(root / "bert"), output_dir=str(root / "mrpc"),
+                            epochs=2, batch_size=64, learning_rate=1e-3, seeds=2)
+    return root, finetune(config, printer=printed.append), printed
+
+
+def test_train_dev_split_is_glue_sized():
+    from nlp_tutorials.finetune import split_train_dev
+
+    train, dev = split_train_dev(load_mrpc("train"), 408)
+    assert (len(train), len(dev)) == (3668, 408)
+    assert dev[-1] == load_mrpc("train")[-1]
+    with pytest.raises(UserError, match="--dev-size 5000: expected 1 to 4075"):
+        split_train_dev(load_mrpc("train"), 5000)
+
+
+def test_finetune_without_pretrained_checkpoint_says_what_to_do(tmp_path):
+    from nlp_tutorials.finetune import finetune
+
+    with pytest.raises(UserError, match="run `python -m nlp_tutorials.bert train` first, or "
+                                        "pass --from-scratch"):
+        finetune(FinetuneConfig(model_dir=str(tmp_path)), printer=lambda *_: None)
+
+
+def test_finetune_reports_test_scores_over_seeds(finetuned):
+    root, result, printed = finetuned
+    assert [run["seed"] for run in result["runs"]] == [1, 2]
+    for run in result["runs"]:
+        assert 0.3 < run["test"]["accuracy"] < 1.0 and 0.0 <= run["test"]["f1"] <= 1.0
+    accuracies = [run["test"]["accuracy"] for run in result["runs"]]
+    mean, std = result["test_mean_std"]["accuracy"]
+    assert mean == pytest.approx(np.mean(accuracies))
+    assert std == pytest.approx(np.std(accuracies, ddof=1))
+    assert any("MRPC test over 2 seed(s)" in line for line in printed)
+    saved = json.loads((root / "mrpc" / "results.json").read_text())
+    assert saved["runs"] == result["runs"]
+
+
+def test_saved_model_reloads_with_identical_predictions(finetuned):
+    from nlp_tutorials.finetune import encode, load_finetuned, paraphrase_probabilities
+
+    root, _, _ = finetuned
+    head, tokenizer = load_finetuned(root / "mrpc")
+    again, _ = load_finetuned(root / "mrpc")
+    arrays = encode(tokenizer, load_mrpc("test")[:50], 24)
+    first = paraphrase_probabilities(head, arrays)
+    assert first.shape == (50,) and ((first >= 0) & (first <= 1)).all()
+    np.testing.assert_array_equal(first, paraphrase_probabilities(again, arrays))
+
+
+def test_predict_prints_pairs_before_a_malformed_line(finetuned):
+    from nlp_tutorials.finetune import load_finetuned, predict
+
+    root, _, _ = finetuned
+    head, tokenizer = load_finetuned(root / "mrpc")
+    lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n",
+             "1\t1\t2\tShares rose.\tShares went up.\n",
+             "The cat sat.\tA cat was sitting.\n",
+             "one sentence only\n",
+             "never\treached\n"]
+    printed = []
+    with pytest.raises(UserError, match=r"pairs.tsv, line 4: expected two tab-separated"):
+        predict(head, tokenizer, lines, "pairs.tsv", printer=printed.append)
+    assert [line.split("\t")[2] for line in printed] == ["Shares rose.", "The cat sat."]
+    for line in printed:
+        label, probability = line.split("\t")[:2]
+        assert label == str(int(float(probability) > 0.5))
