@@ -128,7 +128,7 @@ class TrainConfig:
     model_dir: str = "visual/models/bert"
     steps: int = 1000
     batch_size: int = 16
-    learning_rate: float = 1e-3
+    learning_rate: float = 5e-4
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
     dim: int = 256
