@@ -229,3 +229,43 @@ def test_lm_head_is_tied_to_word_embeddings(bert):
     expected = (head.norm(head.transform(x)).numpy() @ bert.embeddings.word_embeddings.numpy().T
                 + head.bias.numpy())
     np.testing.assert_allclose(bert.pretraining_heads(x, x[:, 0])[0].numpy(), expected, atol=1e-5)
+
+
+def test_gathered_mlm_loss_equals_all_position_reference(bert):
+    """Projecting only the chosen positions changes the cost, never the loss or gradients."""
+    ids = random_ids(4, 10, seed=8, pad_from=9)
+    batch = pretraining_batch(ids)
+    batch["mlm_weights"][1, 2] = 0.0  # a padded prediction slot
+    inputs = {"input_ids": batch["input_ids"], "token_type_ids": batch["token_type_ids"]}
+
+    def reference_loss():
+        out = bert(inputs, training=False)
+        logits, _ = bert.pretraining_heads(out["sequence_output"], out["pooled_output"])
+        # Every position projected; a [batch, step] mask keeps the chosen ones.
+        mask = np.zeros(ids.shape, "float32")
+        labels = np.zeros(ids.shape, "int32")
+        for row in range(len(ids)):
+            for slot, position in enumerate(batch["mlm_positions"][row]):
+                if batch["mlm_weights"][row, slot] > 0:
+                    mask[row, position] = 1.0
+                    labels[row, position] = batch["mlm_ids"][row, slot]
+        per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        return tf.reduce_sum(per_token * mask) / mask.sum()
+
+    def gathered_loss():
+        return bert.step(batch, training=False)["mlm_loss"]
+
+    variables = bert.trainable_variables
+    results = []
+    for loss_fn in (reference_loss, gathered_loss):
+        with tf.GradientTape() as tape:
+            loss = loss_fn()
+        grads = tape.gradient(loss, variables)
+        results.append((float(loss), [tf.convert_to_tensor(g).numpy() if g is not None else None
+                                      for g in grads]))
+    (ref_loss, ref_grads), (loss, grads) = results
+    assert loss == pytest.approx(ref_loss, abs=1e-5)
+    for name, expected, actual in zip([v.path for v in variables], ref_grads, grads):
+        if expected is None:
+            continue
+        np.testing.assert_allclose(actual, expected, atol=1e-5, err_msg=name)

@@ -164,3 +164,26 @@ def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
     assert reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE") == 400
     assert "steps 6 -> 400" in result.stdout or "-> 400" in result.stdout
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
+    model_dir = tmp_path / "interrupted"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", "5000",
+               "--checkpoint-every", "3", "--model-dir", str(model_dir), "--no-plots"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=env)
+    index = model_dir / "checkpoints" / "checkpoint"
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None and not index.is_file():
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr.decode()
+    assert "checkpoint saved; continue with --resume" in stderr.decode()
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
+    step = int(reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert 3 <= step < 5000
+    assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{step}")
