@@ -7,6 +7,7 @@ exits with status 2; Ctrl-C during training saves a checkpoint and exits with st
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -187,6 +188,9 @@ def main(model_name: str, argv=None) -> int:
             _configure_tensorflow()
             from nlp_tutorials.training import pretrain
 
+            # A shell starts background jobs with SIGINT ignored, and Python keeps that; restore
+            # Ctrl-C (KeyboardInterrupt) so an interrupt always saves a checkpoint first.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
                 pretrain(config, given, resume=args.resume)
             except KeyboardInterrupt:
