@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from nlp_tutorials.config import TrainConfig
+from nlp_tutorials.config import FinetuneConfig, TrainConfig
 from nlp_tutorials.errors import UserError
 
 DEFAULT_EXPORT_EXAMPLES = 32
@@ -123,8 +123,6 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
 
 def add_finetune_commands(commands):
     """``finetune`` and ``predict``: BERT on MRPC paraphrase detection."""
-    from nlp_tutorials.config import FinetuneConfig
-
     defaults = FinetuneConfig()
     finetune = commands.add_parser("finetune", help="fine-tune the pre-trained BERT on MRPC "
                                                     "paraphrase detection")
@@ -218,9 +216,7 @@ def main(model_name: str, argv=None) -> int:
     return 0
 
 
-def finetune_config(args):
-    from nlp_tutorials.config import FinetuneConfig
-
+def finetune_config(args) -> FinetuneConfig:
     names = {f.name for f in dataclasses.fields(FinetuneConfig)}
     return FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
 
