@@ -258,8 +258,9 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
     """Masked-token (or next-token) and NSP accuracy on the MRPC test split.
 
     Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len
-    (longer pairs are truncated longest-first) and one fixed masking (seed + 1000).
-    For BERT it also reports the most-frequent-token baseline: the accuracy of always guessing
+    (longer pairs are truncated longest-first) and one fixed masking (seed + 1000). Metrics
+    are means over full batches of ``batch_size`` pairs (the last partial batch, under
+    ``batch_size`` of the 1,725 pairs, is left out). For BERT it also reports the most-frequent-token baseline: the accuracy of always guessing
     the token most often masked in train.
     """
     masked = config.model_type == "bert"
