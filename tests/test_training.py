@@ -136,54 +136,58 @@ def test_export_and_plot_commands(trained, tmp_path):
     assert result.returncode == 2 and "run `python -m nlp_tutorials.bert train" in result.stderr
 
 
-def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
-    model_dir = tmp_path / "killed"
+def start_training(model_dir, steps, checkpoint_every, ready):
+    """Start `bert train` in a subprocess; return it once ``ready(index text)`` holds."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", "400",
-               "--checkpoint-every", "2", "--model-dir", str(model_dir), "--no-plots"]
+    command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", str(steps),
+               "--checkpoint-every", str(checkpoint_every), "--model-dir", str(model_dir),
+               "--no-plots"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env=env)
     index = model_dir / "checkpoints" / "checkpoint"
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None:
-        if index.is_file() and "ckpt-6" in index.read_text():
+        if index.is_file() and ready(index.read_text()):
             break
         time.sleep(0.05)
     assert process.poll() is None, process.stderr.read().decode()
+    return process
+
+
+def saved_step(model_dir) -> int:
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
+    return int(reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
+    model_dir = tmp_path / "killed"
+    process = start_training(model_dir, 400, 2, lambda index: "ckpt-6" in index)
     process.send_signal(signal.SIGKILL)
     process.wait()
 
     from nlp_tutorials.training import restore_model
 
     restore_model(model_dir)  # the newest checkpoint reads back whole
+    killed_at = saved_step(model_dir)
+    assert 6 <= killed_at < 400
     result = run_cli("nlp_tutorials.bert", "train", "--resume", "--steps", "400",
                      "--model-dir", str(model_dir), "--no-plots")
     assert result.returncode == 0, result.stderr
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
-    assert reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE") == 400
-    assert "steps 6 -> 400" in result.stdout or "-> 400" in result.stdout
+    assert f"steps {killed_at} -> 400" in result.stdout
+    assert saved_step(model_dir) == 400
 
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     model_dir = tmp_path / "interrupted"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", "5000",
-               "--checkpoint-every", "3", "--model-dir", str(model_dir), "--no-plots"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env=env)
-    index = model_dir / "checkpoints" / "checkpoint"
-    deadline = time.time() + 240
-    while time.time() < deadline and process.poll() is None and not index.is_file():
-        time.sleep(0.05)
+    process = start_training(model_dir, 5000, 3, lambda index: True)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr.decode()
     assert "checkpoint saved; continue with --resume" in stderr.decode()
     import tensorflow as tf
 
-    reader = tf.train.load_checkpoint(str(model_dir / "checkpoints"))
-    step = int(reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE"))
+    step = saved_step(model_dir)
     assert 3 <= step < 5000
     assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{step}")
