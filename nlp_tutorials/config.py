@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from nlp_tutorials.errors import UserError
-from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.files import read_json_object, write_text_atomic
 
 CONFIG_NAME = "config.json"
 GOOGLE_CONFIG_NAME = "bert_config.json"
@@ -105,12 +105,7 @@ class ModelConfig:
         for name in (CONFIG_NAME, GOOGLE_CONFIG_NAME):
             path = directory / name
             if path.is_file():
-                try:
-                    values = json.loads(path.read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-                    raise UserError(f"{path}: not a readable JSON config ({err})") from None
-                if not isinstance(values, dict):
-                    raise UserError(f"{path}: expected a JSON object of config fields")
+                values = read_json_object(path)
                 values.setdefault("model_type", "bert")
                 return cls.from_dict(values, source=str(path))
         raise UserError(f"{directory}: no {CONFIG_NAME} or {GOOGLE_CONFIG_NAME} found")

@@ -1,6 +1,12 @@
-"""Atomic file writes: a crash or kill leaves either the old file or the new one, never half."""
+"""Files the project writes and reads back.
+
+Writes are atomic: a crash or kill leaves either the old file or the new one, never half.
+"""
+import json
 import os
 from pathlib import Path
+
+from nlp_tutorials.errors import UserError
 
 
 def write_text_atomic(path, text: str) -> None:
@@ -18,3 +24,14 @@ def write_bytes_atomic(path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def read_json_object(path) -> dict:
+    """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one."""
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not a readable JSON file ({err})") from None
+    if not isinstance(values, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return values

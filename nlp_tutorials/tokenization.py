@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.errors import UserError
-from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.files import read_json_object, write_text_atomic
 
 PAD = "[PAD]"
 UNK = "[UNK]"
@@ -294,12 +294,7 @@ def load_tokenizer(directory) -> Tokenizer:
     for path in (config_path, vocab_path):
         if not path.is_file():
             raise UserError(f"{path}: not found; run `train` first to create the tokenizer")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{config_path}: not a readable JSON file ({err})") from None
-    if not isinstance(config, dict):
-        raise UserError(f"{config_path}: expected a JSON object")
+    config = read_json_object(config_path)
     name = config.get("tokenizer_class")
     if name not in TOKENIZER_CLASSES:
         raise UserError(f"{config_path}: unknown tokenizer_class {name!r}; "

@@ -21,7 +21,7 @@ import tensorflow as tf
 from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
 from nlp_tutorials.errors import UserError
-from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.files import read_json_object, write_text_atomic
 from nlp_tutorials.tokenization import WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
@@ -106,7 +106,7 @@ def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainCon
     if not latest_checkpoint(model_dir) or not path.is_file():
         raise UserError(f"--resume: no checkpoint in {model_dir}; run train without --resume "
                         f"first")
-    saved = json.loads(path.read_text(encoding="utf-8"))
+    saved = read_json_object(path)
     mismatched = [f"--{name.replace('_', '-')} {getattr(config, name)} (saved: {saved[name]})"
                   for name in TrainConfig.FROZEN
                   if name in given and name in saved and getattr(config, name) != saved[name]]
