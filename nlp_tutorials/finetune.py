@@ -10,6 +10,7 @@ Files in ``output_dir``: ``model.keras`` (head + backbone), ``vocab.txt`` +
 ``tokenizer_config.json``, ``results.json``.
 """
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
@@ -71,10 +72,18 @@ def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = Fals
             .prefetch(tf.data.AUTOTUNE))
 
 
+@functools.lru_cache(maxsize=4)
+def _paraphrase_forward(head):
+    """One traced inference function per head, so repeated evaluations do not retrace."""
+    signature = {name: tf.TensorSpec([None, None], tf.int32)
+                 for name in ("input_ids", "token_type_ids")}
+    return tf.function(lambda b: tf.nn.softmax(head(b, training=False))[:, 1],
+                       input_signature=[signature])
+
+
 def paraphrase_probabilities(head, arrays: dict, batch_size: int = 64) -> np.ndarray:
     """P(paraphrase) for every encoded pair: [n] float32."""
-    forward = tf.function(lambda b: tf.nn.softmax(head(b, training=False))[:, 1],
-                          reduce_retracing=True)
+    forward = _paraphrase_forward(head)
     inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids")}
     inputs["labels"] = np.zeros(len(arrays["input_ids"]), np.int32)
     return np.concatenate([forward({k: b[k] for k in ("input_ids", "token_type_ids")}).numpy()
