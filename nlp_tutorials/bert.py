@@ -31,9 +31,13 @@ class BERT(GPT):
 
     pool_first_token = True
 
-    def mask(self, ids):
-        """Padding only: every real token is visible from every position. [batch, 1, 1, step]"""
-        return padding_mask(ids, self.config.pad_token_id)
+    def mask(self, ids, attention_mask=None):
+        """Padding only: every real token is visible from every position. [batch, 1, 1, step]
+
+        Real tokens are those not equal to ``pad_token_id``, or where ``attention_mask``
+        [batch, step] is 1 when it is given.
+        """
+        return padding_mask(ids, self.config.pad_token_id, attention_mask)
 
     def step(self, batch, training=True):
         """One optimisation step: masked-LM loss + 0.2 x next-sentence loss.

@@ -88,9 +88,13 @@ class GPT(Transformer):
         outputs = self({"input_ids": ids, "token_type_ids": tf.zeros_like(ids)}, training=False)
         self.pretraining_heads(outputs["sequence_output"], outputs["pooled_output"])
 
-    def mask(self, ids):
-        """Causal: position i attends to real tokens at positions <= i. [batch, 1, step, step]"""
-        return causal_mask(ids, self.config.pad_token_id)
+    def mask(self, ids, attention_mask=None):
+        """Causal: position i attends to real tokens at positions <= i. [batch, 1, step, step]
+
+        Real tokens are those not equal to ``pad_token_id``, or where ``attention_mask``
+        [batch, step] is 1 when it is given.
+        """
+        return causal_mask(ids, self.config.pad_token_id, attention_mask)
 
     def summary_positions(self, ids):
         """Index per sequence of the token the pooler reads: [batch] int32."""
@@ -102,10 +106,27 @@ class GPT(Transformer):
     def call(self, inputs, training=False):
         ids = inputs["input_ids"]  # [batch, step]
         x = self.embeddings(ids, inputs.get("token_type_ids"), training=training)
-        x, attentions = self.encoder(x, self.mask(ids), training=training)
+        mask = self.mask(ids, inputs.get("attention_mask"))
+        x, attentions = self.encoder(x, mask, training=training)
         return {"sequence_output": x,  # [batch, step, hidden]
                 "pooled_output": self.pooler(x, self.summary_positions(ids)),  # [batch, hidden]
                 "attentions": {"encoder": attentions}}
+
+    def encode(self, input_ids, token_type_ids=None, attention_mask=None, training=False):
+        """Run the backbone: ids, segments and the 1/0 ``attention_mask``, all [batch, step].
+
+        Returns a dict: ``sequence_output`` [batch, step, hidden], ``pooled_output``
+        [batch, hidden] and ``attentions``, one [batch, heads, step, step] tensor per layer.
+        """
+        inputs = {"input_ids": input_ids}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        if attention_mask is not None:
+            inputs["attention_mask"] = attention_mask
+        outputs = self(inputs, training=training)
+        return {"sequence_output": outputs["sequence_output"],
+                "pooled_output": outputs["pooled_output"],
+                "attentions": outputs["attentions"]["encoder"]}
 
     def pretraining_heads(self, sequence_output, pooled_output):
         """(token logits [batch, positions, vocab], next-sentence logits [batch, 2])."""

@@ -30,31 +30,38 @@ from nlp_tutorials.config import ModelConfig
 MASK_VALUE = -1e4
 
 
-def padding_mask(ids, pad_id: int = 0):
+def padding_mask(ids, pad_id: int = 0, attention_mask=None):
     """Additive mask hiding padded keys.
 
     Args:
         ids: token ids, [batch, step].
+        attention_mask: optional [batch, step], 1 for real tokens and 0 for padding (the
+            HuggingFace convention); when given it decides, instead of comparing ids to
+            ``pad_id``.
     Returns:
-        float32 [batch, 1, 1, step]: 0 for real keys, MASK_VALUE for ``pad_id`` keys; it
+        float32 [batch, 1, 1, step]: 0 for real keys, MASK_VALUE for padded keys; it
         broadcasts over heads and query positions.
     """
-    is_pad = tf.cast(tf.equal(ids, pad_id), tf.float32)  # [batch, step]
+    if attention_mask is None:
+        is_pad = tf.cast(tf.equal(ids, pad_id), tf.float32)  # [batch, step]
+    else:
+        is_pad = 1.0 - tf.cast(tf.not_equal(attention_mask, 0), tf.float32)
     return is_pad[:, tf.newaxis, tf.newaxis, :] * MASK_VALUE
 
 
-def causal_mask(ids, pad_id: int = 0):
+def causal_mask(ids, pad_id: int = 0, attention_mask=None):
     """Additive mask hiding padded keys and every key after the query (look-ahead).
 
     Args:
         ids: token ids, [batch, step].
+        attention_mask: optional [batch, step], 1 for real tokens (see :func:`padding_mask`).
     Returns:
         float32 [batch, 1, step, step]: entry [b, 0, i, j] is 0 when query i may look at key j
         (j <= i and j is not padding), MASK_VALUE otherwise.
     """
     step = tf.shape(ids)[1]
     future = 1.0 - tf.linalg.band_part(tf.ones([step, step]), -1, 0)  # [step, step], 1 above diagonal
-    return tf.maximum(padding_mask(ids, pad_id) + future * MASK_VALUE, MASK_VALUE)
+    return tf.maximum(padding_mask(ids, pad_id, attention_mask) + future * MASK_VALUE, MASK_VALUE)
 
 
 def truncated_normal(config: ModelConfig):

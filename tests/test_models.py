@@ -124,6 +124,22 @@ def test_padding_does_not_change_real_positions(name, request):
 
 
 @pytest.mark.parametrize("name", ["gpt", "bert"])
+def test_attention_mask_hides_tokens_like_truncation(name, request):
+    """An explicit 1/0 attention_mask (HuggingFace's convention) hides keys the way cutting
+    them off does, even where the hidden ids are not [PAD]."""
+    model = request.getfixturevalue(name)
+    ids = random_ids(2, 7, seed=5)
+    attention_mask = np.ones_like(ids)
+    attention_mask[:, 5:] = 0
+    masked = model.encode(ids, np.zeros_like(ids), attention_mask)
+    cut, _ = run(model, ids[:, :5])
+    np.testing.assert_allclose(masked["sequence_output"].numpy()[:, :5], cut, atol=1e-5)
+    assert len(masked["attentions"]) == 2
+    assert masked["attentions"][0].shape == (2, 4, 7, 7)
+    np.testing.assert_allclose(masked["attentions"][0].numpy()[..., 5:], 0.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["gpt", "bert"])
 def test_attention_rows_sum_to_one_and_skip_padding(name, request):
     model = request.getfixturevalue(name)
     ids = random_ids(2, 9, pad_from=6)
