@@ -130,6 +130,13 @@ def add_finetune_commands(commands):
     add("--model-dir", default=defaults.model_dir,
         help=f"pre-trained model from `train` (default {defaults.model_dir})")
     add("--from-scratch", action="store_true", help="start from random weights instead")
+    add("--init-from", metavar="DIR", default=defaults.init_from,
+        help="start from a real pretrained BERT instead: a folder with config.json, vocab.txt "
+             "and model.safetensors (HuggingFace) or bert_config.json, vocab.txt and "
+             "bert_model.ckpt.* (Google)")
+    add("--max-len", type=positive_int, default=defaults.max_len,
+        help=f"tokens per pair; longer pairs are truncated, the longer sentence first "
+             f"(default {defaults.max_len}, capped by the model's positions)")
     add("--output-dir", default=defaults.output_dir,
         help=f"where the fine-tuned model goes (default {defaults.output_dir})")
     add("--epochs", type=positive_int, default=defaults.epochs,
@@ -202,10 +209,11 @@ def main(model_name: str, argv=None) -> int:
             _configure_tensorflow()
             export(args.model_dir, args.n, args.output, model_name)
         elif args.command == "finetune":
+            config = finetune_config(args)
             _configure_tensorflow()
             from nlp_tutorials.finetune import finetune
 
-            finetune(finetune_config(args))
+            finetune(config)
         elif args.command == "predict":
             return predict(args)
         elif args.command == "plot":
@@ -217,8 +225,15 @@ def main(model_name: str, argv=None) -> int:
 
 
 def finetune_config(args) -> FinetuneConfig:
+    """FinetuneConfig from parsed ``args``; a missing --init-from folder is caught before TF."""
     names = {f.name for f in dataclasses.fields(FinetuneConfig)}
-    return FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
+    config = FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
+    if config.init_from and config.from_scratch:
+        raise UserError("--init-from and --from-scratch exclude each other; pass one")
+    if config.init_from and not Path(config.init_from).is_dir():
+        raise UserError(f"--init-from {config.init_from}: no such folder; expected a pretrained "
+                        f"BERT folder (config.json or bert_config.json, vocab.txt, weights)")
+    return config
 
 
 def predict(args) -> int:

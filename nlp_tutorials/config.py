@@ -154,11 +154,19 @@ class TrainConfig:
 
 @dataclasses.dataclass
 class FinetuneConfig:
-    """One fine-tuning run on MRPC (defaults documented in the README)."""
+    """One fine-tuning run on MRPC (defaults documented in the README).
+
+    The backbone comes from ``init_from`` (a real pretrained BERT folder, HuggingFace or Google
+    format) when set, else from the ``train`` checkpoint in ``model_dir``, else (``from_scratch``)
+    it is freshly initialised. Pairs longer than ``max_len`` tokens (also capped by the model's
+    ``max_position_embeddings``) are truncated longest-sentence-first.
+    """
 
     model_dir: str = "visual/models/bert"
     output_dir: str = "visual/models/bert_mrpc"
     from_scratch: bool = False
+    init_from: str = ""
+    max_len: int = 128
     epochs: int = 3
     batch_size: int = 32
     learning_rate: float = 1e-4

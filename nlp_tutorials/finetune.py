@@ -6,6 +6,8 @@ warm-up over 10% of the steps, then linear decay. MRPC has no official dev split
 files, so the last ``dev_size`` (default 408, GLUE's dev size) train pairs are held out: the epoch
 with the best dev accuracy is kept, and only that model is scored on the test split.
 
+``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.pretrained`).
+
 Files in ``output_dir``: ``model.keras`` (head + backbone), ``vocab.txt`` +
 ``tokenizer_config.json``, ``results.json``.
 """
@@ -41,7 +43,16 @@ def split_train_dev(pairs, dev_size: int):
 
 
 def backbone_and_tokenizer(config: FinetuneConfig):
-    """The pre-trained BERT from ``model_dir``, or (``from_scratch``) a fresh one of its size."""
+    """The backbone to fine-tune and its tokenizer.
+
+    A real pretrained BERT from ``init_from`` (with its own WordPiece vocabulary), else the
+    checkpoint ``train`` left in ``model_dir``, else (``from_scratch``) a fresh model of the
+    default pre-training size.
+    """
+    if config.init_from:
+        from nlp_tutorials.bert import BERT
+
+        return BERT.from_pretrained(config.init_from), load_tokenizer(config.init_from)
     if not config.from_scratch:
         if not latest_checkpoint(config.model_dir):
             raise UserError(f"{config.model_dir}: no pre-trained checkpoint; run `python -m "
@@ -99,7 +110,7 @@ def scores(head, arrays) -> dict:
 def finetune_once(config: FinetuneConfig, seed: int, printer=print):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores)."""
     backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed))
-    max_len = backbone.config.max_position_embeddings
+    max_len = min(config.max_len, backbone.config.max_position_embeddings)
     train_pairs, dev_pairs = split_train_dev(load_mrpc("train"), config.dev_size)
     train = encode(tokenizer, train_pairs, max_len, swap=config.swap_augment)
     dev = encode(tokenizer, dev_pairs, max_len)

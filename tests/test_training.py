@@ -37,6 +37,11 @@ def run_cli(*args, timeout=300):
     (["train", "--nsp-mode", "sideways"], "invalid choice: 'sideways'"),
     (["train", "--learning-rate", "fast"], "expected a positive number, got 'fast'"),
     (["dance"], "invalid choice: 'dance'"),
+    (["finetune", "--init-from", "no/such/minilm"],
+     "--init-from no/such/minilm: no such folder; expected a pretrained BERT folder"),
+    (["finetune", "--init-from", ".", "--from-scratch"],
+     "--init-from and --from-scratch exclude each other"),
+    (["finetune", "--max-len", "0"], "--max-len: expected a positive integer, got 0"),
 ])
 def test_bad_flags_fail_in_one_line_without_tensorflow(argv, expected):
     code = ("import sys\nfrom nlp_tutorials.cli import main\n"
