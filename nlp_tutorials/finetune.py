@@ -75,9 +75,35 @@ def encode(tokenizer, pairs, max_len: int, swap: bool = False) -> dict:
     return {k: np.concatenate([arrays[k], swapped[k]]) for k in arrays}
 
 
+def length_grouped_order(lengths, batch_size: int, rng, window: int = 32) -> np.ndarray:
+    """A random order of ``len(lengths)`` items in which each batch holds items of similar length.
+
+    The items are shuffled, cut into windows of ``window`` batches, sorted by length inside each
+    window, cut into batches, and the full batches are shuffled (a partial one goes last). Each
+    batch is then trimmed to its longest item, so less of it is padding, while which items meet
+    in a batch stays random. Returns int indices [len(lengths)].
+    """
+    order = rng.permutation(len(lengths))
+    span = batch_size * window
+    order = np.concatenate([chunk[np.argsort(-lengths[chunk], kind="stable")]
+                            for chunk in np.split(order, range(span, len(order), span))])
+    groups = np.split(order, range(batch_size, len(order), batch_size))
+    full = [g for g in groups if len(g) == batch_size]
+    partial = [g for g in groups if len(g) < batch_size]
+    return np.concatenate([full[i] for i in rng.permutation(len(full))] + partial)
+
+
 def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = False):
-    """A tf.data pipeline of dict batches trimmed to their longest pair; shuffled given ``rng``."""
-    order = rng.permutation(len(arrays["labels"])) if rng is not None else slice(None)
+    """A tf.data pipeline of dict batches trimmed to their longest pair.
+
+    Given ``rng`` the order is random and length-grouped (:func:`length_grouped_order`), else
+    the pairs keep their order.
+    """
+    if rng is None:
+        order = slice(None)
+    else:
+        lengths = np.count_nonzero(arrays["input_ids"], axis=1)  # [PAD] is 0
+        order = length_grouped_order(lengths, batch_size, rng)
     data = tf.data.Dataset.from_tensor_slices({k: v[order] for k, v in arrays.items()})
     return (data.batch(batch_size, drop_remainder=drop_remainder).map(trim_padding)
             .prefetch(tf.data.AUTOTUNE))

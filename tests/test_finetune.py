@@ -87,3 +87,23 @@ def test_predict_prints_pairs_before_a_malformed_line(finetuned):
     for line in printed:
         label, probability = line.split("\t")[:2]
         assert label == str(int(float(probability) > 0.5))
+
+
+def test_length_grouped_order_is_a_permutation_with_tighter_batches():
+    from nlp_tutorials.finetune import length_grouped_order
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 100, size=1000)
+    order = length_grouped_order(lengths, 32, np.random.default_rng(1), window=8)
+    assert sorted(order.tolist()) == list(range(1000))
+    np.testing.assert_array_equal(order, length_grouped_order(lengths, 32,
+                                                              np.random.default_rng(1), window=8))
+
+    def padding(indices):  # padded cells when each full batch is trimmed to its longest item
+        batches = indices[:len(indices) // 32 * 32].reshape(-1, 32)
+        return int(sum((lengths[b].max() - lengths[b]).sum() for b in batches))
+
+    assert padding(order) < 0.2 * padding(rng.permutation(1000))
+    # Batches are not simply sorted by length: their order is shuffled.
+    longest = [lengths[order[i:i + 32]].max() for i in range(0, 992, 32)]
+    assert longest != sorted(longest) and longest != sorted(longest, reverse=True)
