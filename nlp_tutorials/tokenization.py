@@ -1,10 +1,14 @@
 """Tokenizers: text -> tokens -> ids, and the ``[CLS] a [SEP] b [SEP]`` input layout.
 
+Two tokenizers: :class:`WordTokenizer` (whole words, the tutorial's first one) and
+:class:`WordPieceTokenizer` (BERT's sub-words, able to read a real checkpoint's ``vocab.txt``).
 The layout and truncation are the same for every tokenizer, so they live here once:
 :meth:`Tokenizer.pack` builds whole batches with numpy, and :meth:`Tokenizer.encode` is a batch
 of one. A vocabulary is saved as BERT's ``vocab.txt`` (line i is the token with id i) next to a
 small ``tokenizer_config.json`` naming the tokenizer class.
 """
+import collections
+import heapq
 import itertools
 import json
 import re
@@ -12,6 +16,7 @@ import unicodedata
 from pathlib import Path
 
 import numpy as np
+import tokenizers
 
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
@@ -21,8 +26,14 @@ UNK = "[UNK]"
 CLS = "[CLS]"
 SEP = "[SEP]"
 MASK = "[MASK]"
-# Their ids are their positions: [PAD] is 0 so zero-padding an id array pads it with [PAD].
+# Vocabularies built here put them first, in this order, so [PAD] is 0 and zero-padding an id
+# array pads it with [PAD]. A real BERT vocabulary has them elsewhere ([UNK] is 100 there), so
+# code asks the tokenizer for their ids (pad_id, ...) instead of assuming these positions.
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+# A WordPiece token starting with this continues the word of the token before it.
+CONTINUATION = "##"
+# BERT's limit: a longer word is one [UNK] rather than hundreds of pieces.
+MAX_WORD_CHARS = 100
 
 # An ordinary word, not a special: it is masked and predicted like any other word.
 NUM = "<num>"
@@ -67,12 +78,7 @@ def pad_ragged(sequences, dtype=np.int32):
 
 
 def _check_vocab(vocab, source):
-    """Raise UserError unless ``vocab`` is usable: specials first, no blanks, no duplicates."""
-    for i, token in enumerate(SPECIAL_TOKENS):
-        if i >= len(vocab) or vocab[i] != token:
-            found = repr(vocab[i]) if i < len(vocab) else "nothing"
-            raise UserError(f"{source}:{i + 1}: expected special token {token} (id {i}), "
-                            f"found {found}")
+    """Raise UserError unless ``vocab`` is usable: every special token, no blanks, no duplicates."""
     first_line = {}
     for i, token in enumerate(vocab):
         if not token or token != token.strip() or "\n" in token or "\r" in token:
@@ -81,6 +87,29 @@ def _check_vocab(vocab, source):
             raise UserError(f"{source}:{i + 1}: duplicate token {token!r} "
                             f"(first at line {first_line[token]})")
         first_line[token] = i + 1
+    missing = [token for token in SPECIAL_TOKENS if token not in first_line]
+    if missing:
+        raise UserError(f"{source}: lacks the special token(s) {' '.join(missing)}; "
+                        f"expected all of {' '.join(SPECIAL_TOKENS)}")
+
+
+def read_vocab(path) -> list[str]:
+    """The tokens of a ``vocab.txt`` (line i holds the token with id i), checked."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: vocabulary file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: not a readable UTF-8 file ({err})") from None
+    vocab = text.split("\n")
+    if vocab[-1] == "":
+        vocab.pop()
+    if not vocab:
+        raise UserError(f"{path}: vocabulary file is empty; expected one token a line")
+    vocab = [token.removesuffix("\r") for token in vocab]
+    _check_vocab(vocab, path)
+    return vocab
 
 
 class Tokenizer:
@@ -130,6 +159,11 @@ class Tokenizer:
     @property
     def special_ids(self) -> frozenset:
         return frozenset(self._ids[token] for token in SPECIAL_TOKENS)
+
+    @property
+    def continuation_ids(self) -> frozenset:
+        """Ids of tokens that continue the word before them (none for whole-word vocabularies)."""
+        return frozenset()
 
     def convert_tokens_to_ids(self, tokens) -> list[int]:
         """Ids of ``tokens``; a token outside the vocabulary gets the ``[UNK]`` id."""
@@ -277,37 +311,208 @@ class WordTokenizer(Tokenizer):
 
     @classmethod
     def _from_config(cls, vocab, config: dict, source) -> "WordTokenizer":
-        lower_case = config.get("lower_case", True)
-        if not isinstance(lower_case, bool):
-            raise UserError(f"{source}: lower_case={lower_case!r}: expected true or false")
-        return cls(vocab, lower_case)
+        return cls(vocab, _lower_case_option(config, "lower_case", source))
 
 
-TOKENIZER_CLASSES = {"WordTokenizer": WordTokenizer}
+class WordPieceTokenizer(Tokenizer):
+    """BERT's sub-word tokenizer: basic tokenization, then greedy longest-match WordPiece.
+
+    Basic tokenization, as google-research/bert: drop control characters (and NUL, U+FFFD),
+    turn every whitespace character into a space, put spaces around CJK ideographs (Chinese has
+    no spaces between words, so each character is a word), lower-case and strip accents when
+    ``lower_case`` (é -> e), compose accents (NFC) otherwise, split on whitespace and make every
+    punctuation character its own word: "Héllo,世界!" -> ``hello , 世 界 !``.
+
+    WordPiece then cuts each word into vocabulary pieces from the left, always taking the longest
+    piece that matches; pieces after the first carry the ``##`` prefix: "unaffable" ->
+    ``un ##aff ##able``. A word with no split into known pieces, or longer than 100 characters,
+    becomes one ``[UNK]``.
+
+    Both steps are HuggingFace's ``tokenizers`` library (Rust): its ``BertNormalizer``,
+    ``BertPreTokenizer`` and ``WordPiece`` model give the reference BERT tokenizer's ids on
+    every MRPC sentence (tests/test_wordpiece.py) at a few microseconds a word, and a library
+    used by thousands of projects is likelier right on rare characters than our own copy.
+    Special tokens written in the text (e.g. "[MASK]") are ordinary text here, as in
+    google-research/bert.
+    """
+
+    def __init__(self, vocab, lower_case: bool = True):
+        super().__init__(vocab)
+        self.lower_case = lower_case
+        self._pipeline = _bert_pipeline(
+            tokenizers.models.WordPiece(self._ids, unk_token=UNK,
+                                        continuing_subword_prefix=CONTINUATION,
+                                        max_input_chars_per_word=MAX_WORD_CHARS),
+            lower_case)
+
+    @classmethod
+    def from_vocab(cls, vocab_file, lower_case: bool = True) -> "WordPieceTokenizer":
+        """Read a BERT ``vocab.txt``; ``lower_case`` must match the model (True for uncased)."""
+        return cls(read_vocab(vocab_file), lower_case)
+
+    @classmethod
+    def train(cls, texts, vocab_size: int, lower_case: bool = True) -> "WordPieceTokenizer":
+        """Learn a vocabulary of at most ``vocab_size`` tokens from ``texts``.
+
+        Pass training text only. See :func:`learn_wordpiece_vocab`.
+        """
+        words = collections.Counter()
+        basic = cls(SPECIAL_TOKENS, lower_case)
+        for text in texts:
+            words.update(basic.basic_tokenize(text))
+        return cls(learn_wordpiece_vocab(words, vocab_size), lower_case)
+
+    @property
+    def continuation_ids(self) -> frozenset:
+        return frozenset(i for i, token in enumerate(self._vocab)
+                         if token.startswith(CONTINUATION) and len(token) > len(CONTINUATION))
+
+    def basic_tokenize(self, text: str) -> list[str]:
+        """The words of ``text`` before WordPiece splits them (see the class docstring)."""
+        normalized = self._pipeline.normalizer.normalize_str(text)
+        return [word for word, _ in self._pipeline.pre_tokenizer.pre_tokenize_str(normalized)]
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._pipeline.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids) -> str:
+        """Tokens of ``ids`` with ``[PAD]`` left out and ``##`` pieces glued to their word."""
+        return super().decode(ids).replace(" " + CONTINUATION, "")
+
+    def _config(self) -> dict:
+        return {"lower_case": self.lower_case}
+
+    @classmethod
+    def _from_config(cls, vocab, config: dict, source) -> "WordPieceTokenizer":
+        return cls(vocab, _lower_case_option(config, "lower_case", source))
+
+
+def _bert_pipeline(model, lower_case: bool):
+    """A ``tokenizers.Tokenizer`` doing BERT's basic tokenization before ``model``."""
+    pipeline = tokenizers.Tokenizer(model)
+    # strip_accents=None strips exactly when lower-casing, as BERT. NFC afterwards because the
+    # reference composes accents before splitting; with lower_case the accents are gone anyway.
+    pipeline.normalizer = tokenizers.normalizers.Sequence([
+        tokenizers.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                              strip_accents=None, lowercase=lower_case),
+        tokenizers.normalizers.NFC()])
+    pipeline.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    return pipeline
+
+
+def _lower_case_option(config: dict, key: str, source) -> bool:
+    lower_case = config.get(key, True)
+    if not isinstance(lower_case, bool):
+        raise UserError(f"{source}: {key}={lower_case!r}: expected true or false")
+    return lower_case
+
+
+def learn_wordpiece_vocab(word_counts: dict, vocab_size: int) -> list[str]:
+    """A WordPiece vocabulary from word counts: specials, characters, then the commonest merges.
+
+    Each word starts as its characters, all but the first marked ``##`` ("cat" -> c ##a ##t).
+    Then, as byte-pair encoding, the adjacent pair seen most often over all words (ties: the
+    alphabetically first pair) is merged into one new token (c ##a -> ca, ##a ##t -> ##at),
+    until the vocabulary holds ``vocab_size`` tokens or every word is one token.
+
+    Written here rather than using ``tokenizers``' WordPieceTrainer because that one breaks
+    ties in hash-map order: the same MRPC text gave different vocabularies from run to run,
+    and a seed must give the same run.
+    """
+    symbols = [[word[0]] + [CONTINUATION + c for c in word[1:]] for word in word_counts]
+    counts = list(word_counts.values())
+    alphabet = sorted({s for word in symbols for s in word})
+    vocab = list(SPECIAL_TOKENS) + alphabet
+    if not isinstance(vocab_size, int) or vocab_size < len(vocab):
+        raise UserError(f"vocab_size={vocab_size!r} is too small: the text needs at least "
+                        f"{len(vocab)} tokens ({len(SPECIAL_TOKENS)} special tokens and "
+                        f"{len(alphabet)} characters)")
+    pair_counts, pair_words = collections.Counter(), collections.defaultdict(set)
+    for w, word in enumerate(symbols):
+        _count_pairs(word, counts[w], w, pair_counts, pair_words)
+    heap = [(-n, pair) for pair, n in pair_counts.items()]
+    heapq.heapify(heap)
+    known = set(vocab)
+    while heap and len(vocab) < vocab_size:
+        negative_count, pair = heapq.heappop(heap)
+        if pair_counts[pair] != -negative_count:
+            continue  # a stale entry: the pair's count changed since it was pushed
+        merged = pair[0] + pair[1].removeprefix(CONTINUATION)
+        if merged not in known:  # "abc" may come from ab + ##c and from a + ##bc
+            vocab.append(merged)
+            known.add(merged)
+        changed = set()
+        for w in pair_words.pop(pair):
+            new_word = _merge(symbols[w], pair, merged)
+            if len(new_word) == len(symbols[w]):
+                continue  # an earlier merge already took the pair out of this word
+            changed.update(_count_pairs(symbols[w], -counts[w], w, pair_counts, pair_words))
+            symbols[w] = new_word
+            changed.update(_count_pairs(new_word, counts[w], w, pair_counts, pair_words))
+        # Each changed count gets a fresh entry; the old ones are skipped as stale.
+        changed.discard(pair)
+        for other in changed:
+            if pair_counts[other] > 0:
+                heapq.heappush(heap, (-pair_counts[other], other))
+        del pair_counts[pair]
+    return vocab
+
+
+def _count_pairs(word, count, w, pair_counts, pair_words):
+    """Add ``count`` (negative: remove) for each adjacent pair of ``word`` (index ``w``).
+
+    Returns the pairs touched.
+    """
+    pairs = list(zip(word, word[1:]))
+    for pair in pairs:
+        pair_counts[pair] += count
+        if count > 0:
+            pair_words[pair].add(w)
+    return pairs
+
+
+def _merge(word, pair, merged):
+    """``word``'s symbols with every occurrence of ``pair`` replaced by ``merged``."""
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(merged)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return out
+
+
+TOKENIZER_CLASSES = {"WordTokenizer": WordTokenizer, "WordPieceTokenizer": WordPieceTokenizer}
+# A HuggingFace model folder names the reference tokenizer, slow or fast: both are WordPiece.
+HF_BERT_TOKENIZERS = ("BertTokenizer", "BertTokenizerFast")
 
 
 def load_tokenizer(directory) -> Tokenizer:
-    """Rebuild the tokenizer saved by :meth:`Tokenizer.save` in ``directory``."""
+    """The tokenizer of a folder: saved by :meth:`Tokenizer.save`, or a real BERT's.
+
+    A HuggingFace folder (``tokenizer_config.json`` with ``"tokenizer_class": "BertTokenizer"``)
+    gives a :class:`WordPieceTokenizer` lower-casing as its ``do_lower_case`` says (default
+    true); a folder with only ``vocab.txt`` (e.g. Google's original checkpoints) gives an
+    uncased one, the common case: pass through :meth:`WordPieceTokenizer.from_vocab` for cased.
+    """
     directory = Path(directory)
     config_path = directory / TOKENIZER_CONFIG_NAME
     vocab_path = directory / VOCAB_NAME
-    for path in (config_path, vocab_path):
-        if not path.is_file():
-            raise UserError(f"{path}: not found; run `train` first to create the tokenizer")
+    if not vocab_path.is_file():
+        raise UserError(f"{vocab_path}: not found; run `train` first to create the tokenizer")
+    if not config_path.is_file():
+        return WordPieceTokenizer.from_vocab(vocab_path)
     config = read_json_object(config_path)
     name = config.get("tokenizer_class")
+    if name in HF_BERT_TOKENIZERS:
+        lower_case = _lower_case_option(config, "do_lower_case", config_path)
+        return WordPieceTokenizer.from_vocab(vocab_path, lower_case)
     if name not in TOKENIZER_CLASSES:
-        raise UserError(f"{config_path}: unknown tokenizer_class {name!r}; "
-                        f"expected one of {', '.join(TOKENIZER_CLASSES)}")
-    try:
-        text = vocab_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"{vocab_path}: not a readable UTF-8 file ({err})") from None
-    vocab = text.split("\n")
-    if vocab[-1] == "":
-        vocab.pop()
-    vocab = [token.removesuffix("\r") for token in vocab]
-    _check_vocab(vocab, vocab_path)
+        raise UserError(f"{config_path}: unknown tokenizer_class {name!r}; expected one of "
+                        f"{', '.join(TOKENIZER_CLASSES)} or {', '.join(HF_BERT_TOKENIZERS)}")
+    vocab = read_vocab(vocab_path)
     if config.get("vocab_size", len(vocab)) != len(vocab):
         raise UserError(f"{config_path}: vocab_size is {config['vocab_size']} but {vocab_path} "
                         f"has {len(vocab)} tokens")

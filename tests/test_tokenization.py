@@ -149,7 +149,7 @@ def test_save_load_round_trip(tmp_path, mrpc_tokenizer):
 def test_load_missing_files(tmp_path, small):
     with pytest.raises(UserError) as err:
         load_tokenizer(tmp_path)
-    assert_one_line(err, "tokenizer_config.json", "train")
+    assert_one_line(err, "vocab.txt", "train")
     small.save(tmp_path)
     (tmp_path / "vocab.txt").unlink()
     with pytest.raises(UserError) as err:
@@ -173,9 +173,9 @@ def test_load_bad_config(tmp_path, small, config, expected):
 
 @pytest.mark.parametrize("vocab, expected", [
     ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nthe\n", "vocab.txt:8"),
-    ("[PAD]\n[UNK]\n[CLS]\n[MASK]\n[SEP]\nthe\n", "vocab.txt:4"),
-    ("the\ncat\n", "vocab.txt:1"),
-    ("[PAD]\n[UNK]\n", "vocab.txt:3"),
+    ("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n", "lacks the special token(s) [MASK]"),
+    ("the\ncat\n", "lacks the special token(s) [PAD] [UNK] [CLS] [SEP] [MASK]"),
+    ("", "vocab.txt: vocabulary file is empty"),
     ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n\ncat\n", "vocab.txt:7"),
 ])
 def test_load_bad_vocab(tmp_path, small, vocab, expected):
