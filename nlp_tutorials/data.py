@@ -145,13 +145,18 @@ def default_max_predictions(max_len: int, mask_prob: float = 0.15) -> int:
 
 
 def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predictions,
-                mask_prob=0.15) -> dict:
+                mask_prob=0.15, continuation_ids=None) -> dict:
     """BERT's masked-LM corruption of a batch, vectorised.
 
     In each row, round(mask_prob * real tokens) of the real tokens (ids not in ``special_ids``;
     padding and [CLS]/[SEP] are specials), at least one, are chosen at random. Each chosen
     token independently becomes ``mask_id`` with probability 0.8, a random ordinary id (any id in
     [0, vocab_size) not in ``special_ids``) with 0.1, and stays as it is with 0.1.
+
+    With ``continuation_ids`` (the ids of WordPiece ``##`` pieces), whole words are chosen
+    instead, as BERT's whole-word masking: a word is a token and the ``##`` pieces after it, and
+    words are taken in random order while they fit in the count, so a row gets at most (and
+    usually exactly) that many tokens. The 80/10/10 choice is still made per token.
 
     Args:
         input_ids: [n, step] int token ids.
@@ -175,14 +180,17 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
     if num_chosen.max(initial=0) > max_predictions:
         raise UserError(f"max_predictions={max_predictions} is too small: a sequence needs "
                         f"{num_chosen.max()} masked tokens at mask_prob={mask_prob}")
+    if continuation_ids is None:
+        selected = _choose_tokens(real, num_chosen, rng)
+    else:
+        continues = np.isin(input_ids, np.fromiter(continuation_ids, dtype=np.int64))
+        selected = _choose_whole_words(real, continues, num_chosen, rng)
 
-    # A random order of each row with its real tokens first; its head is a uniform sample.
-    keys = np.where(real, rng.random((n, step)), 2.0)
-    order = np.argsort(keys, axis=1)[:, :max_predictions]
+    # Selected positions first, in increasing order (a stable sort of "not selected").
+    order = np.argsort(~selected, axis=1, kind="stable")[:, :max_predictions]
     order = np.pad(order, ((0, 0), (0, max_predictions - order.shape[1])))
-    chosen = np.arange(max_predictions)[None, :] < num_chosen[:, None]  # [n, max_predictions]
-    positions = np.sort(np.where(chosen, order, step), axis=1)
-    positions = np.where(chosen, positions, 0)
+    chosen = np.arange(max_predictions)[None, :] < selected.sum(axis=1)[:, None]
+    positions = np.where(chosen, order, 0)  # [n, max_predictions]
     original = np.where(chosen, np.take_along_axis(input_ids, positions, axis=1), 0)
 
     draw = rng.random((n, max_predictions))
@@ -195,6 +203,33 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
             "mlm_positions": positions.astype(np.int32),
             "mlm_ids": original.astype(np.int32),
             "mlm_weights": chosen.astype(np.float32)}
+
+
+def _choose_tokens(real, num_chosen, rng):
+    """[n, step] bool: ``num_chosen[row]`` of each row's real tokens, uniformly at random."""
+    # Each row's real tokens in a random order come first; its head is a uniform sample.
+    keys = np.where(real, rng.random(real.shape), 2.0)
+    rank = np.argsort(np.argsort(keys, axis=1), axis=1)
+    return rank < num_chosen[:, None]
+
+
+def _choose_whole_words(real, continues, num_chosen, rng):
+    """[n, step] bool: whole words of real tokens, at most ``num_chosen[row]`` tokens a row.
+
+    As google-research/bert: shuffle the words, then take each one that still fits.
+    ``continues`` [n, step] marks ``##`` pieces; one right after a special starts a word.
+    """
+    continues_real = continues & np.pad(real[:, :-1], ((0, 0), (1, 0)))
+    word = np.cumsum(real & ~continues_real, axis=1) - 1  # [n, step] word index in its row
+    selected = np.zeros(real.shape, dtype=bool)
+    for row in np.flatnonzero(num_chosen):
+        lengths = np.bincount(word[row][real[row]])  # tokens in each word
+        taken, total = np.zeros(lengths.size, dtype=bool), 0
+        for w in rng.permutation(lengths.size):
+            if total + lengths[w] <= num_chosen[row]:
+                taken[w], total = True, total + lengths[w]
+        selected[row] = real[row] & taken[np.maximum(word[row], 0)]
+    return selected
 
 
 def _check_nsp_mode(mode):
@@ -244,11 +279,12 @@ class PretrainingData:
 
     Sentences are tokenized once here; each epoch then pairs, packs, masks and shuffles them
     with numpy alone, fresh every epoch but reproducible: epoch k draws from a generator seeded
-    with (seed, k).
+    with (seed, k). ``whole_word_mask`` masks all pieces of a chosen word together (see
+    :func:`mask_tokens`).
     """
 
     def __init__(self, tokenizer, pairs, max_len=None, nsp_mode="random", max_predictions=None,
-                 seed=0, mask_prob=0.15):
+                 seed=0, mask_prob=0.15, whole_word_mask=False):
         if not pairs:
             raise UserError("no sentence pairs to pre-train on")
         _check_nsp_mode(nsp_mode)
@@ -260,6 +296,8 @@ class PretrainingData:
         self.nsp_mode = nsp_mode
         self.seed = seed
         self.mask_prob = mask_prob
+        # Whole words need the tokenizer's ## pieces; a word-level one has none (words = tokens).
+        self._continuation_ids = tokenizer.continuation_ids if whole_word_mask else None
         tokens = pair_tokens(tokenizer, pairs)
         self.max_len = _longest_pair_length(tokens) if max_len is None else max_len
         if not isinstance(self.max_len, int) or self.max_len < 3:
@@ -320,7 +358,8 @@ class PretrainingData:
             examples.update(mask_tokens(
                 input_ids, rng, vocab_size=self.tokenizer.vocab_size,
                 mask_id=self.tokenizer.mask_id, special_ids=self.tokenizer.special_ids,
-                max_predictions=self.max_predictions, mask_prob=self.mask_prob))
+                max_predictions=self.max_predictions, mask_prob=self.mask_prob,
+                continuation_ids=self._continuation_ids))
         return examples
 
     def dataset(self, batch_size: int, masked: bool = True, repeat: bool = True):

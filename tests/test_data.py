@@ -10,7 +10,7 @@ from nlp_tutorials.data import (
     encode_pair, encode_pairs, load_mrpc, longest_pair_length, mask_tokens, nsp_examples,
     pair_tokens)
 from nlp_tutorials.errors import UserError
-from nlp_tutorials.tokenization import WordTokenizer
+from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer
 
 HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
 
@@ -197,6 +197,68 @@ def test_masking_statistics():
     assert not np.isin(new[~masked], list(specials)).any()
 
 
+def _word_rows(rng, n, step):
+    """Rows of [CLS] tokens [SEP] [PAD]... with ids 5..49 for the tokens."""
+    ids = rng.integers(5, 50, size=(n, step))
+    lengths = rng.integers(1, step - 2, size=n)
+    ids[:, 0] = 2
+    ids[np.arange(n), lengths + 1] = 3
+    ids[np.arange(step)[None, :] > lengths[:, None] + 1] = 0
+    return ids
+
+
+def test_whole_word_masking_statistics():
+    rng = np.random.default_rng(0)
+    n, step, specials = 20_000, 40, frozenset(range(5))
+    continuation = frozenset(range(30, 50))  # ids 30..49 are "##" pieces: 40% of tokens
+    ids = _word_rows(rng, n, step)
+    max_predictions = default_max_predictions(step)
+    out = mask_tokens(ids, np.random.default_rng(1), vocab_size=50, mask_id=4,
+                      special_ids=specials, max_predictions=max_predictions,
+                      continuation_ids=continuation)
+    chosen = out["mlm_weights"] == 1.0
+    real = ~np.isin(ids, list(specials))
+    counts = chosen.sum(axis=1)
+    target = np.maximum(1, np.rint(real.sum(axis=1) * 0.15))
+    assert (counts <= target).all()  # whole words that fit, never more than the count
+    assert counts.sum() / real.sum() > 0.14  # ... and nearly always exactly the count
+    rows = np.broadcast_to(np.arange(n)[:, None], chosen.shape)
+    positions = out["mlm_positions"]
+    assert real[rows[chosen], positions[chosen]].all()
+    assert (positions[~chosen] == 0).all() and (np.diff(positions, axis=1)[chosen[:, 1:]] > 0).all()
+    # Whole words: a piece is masked exactly when the token before it is (the word's start).
+    masked = np.zeros(ids.shape, dtype=bool)
+    masked[rows[chosen], positions[chosen]] = True
+    piece = np.isin(ids, list(continuation)) & real
+    piece[:, 0] = False
+    inner = piece & np.roll(real, 1, axis=1)
+    assert (masked[:, 1:][inner[:, 1:]] == masked[:, :-1][inner[:, 1:]]).all()
+    assert masked[inner].sum() > 0.1 * inner.sum() * 0.15  # pieces do get masked
+    # The 80/10/10 choice stays per token.
+    new = out["input_ids"][rows[chosen], positions[chosen]]
+    old = out["mlm_ids"][chosen]
+    assert abs((new == 4).mean() - 0.8) < 0.02
+    assert abs((new == old).mean() - (0.1 + 0.1 / 45)) < 0.02
+    assert not np.isin(new[new != 4], list(specials)).any()
+
+
+def test_whole_word_masking_by_hand():
+    # [CLS] un ##aff ##able cat ##s [SEP] with 2 to mask: "cat ##s" is the only word that fits.
+    cls, sep, un, aff, able, cat, s = 2, 3, 5, 6, 7, 8, 9
+    ids = np.array([[cls, un, aff, able, cat, s, sep, 0]] * 50)
+    for seed in range(10):
+        out = mask_tokens(ids, np.random.default_rng(seed), vocab_size=10, mask_id=4,
+                          special_ids=frozenset(range(5)), max_predictions=3, mask_prob=0.4,
+                          continuation_ids={aff, able, s})
+        assert (out["mlm_positions"] == [4, 5, 0]).all()
+        assert (out["mlm_ids"] == [cat, s, 0]).all()
+    # A "##" piece right after [CLS] has no word to join, so it starts one.
+    out = mask_tokens(np.array([[cls, s, sep]]), np.random.default_rng(0), vocab_size=10,
+                      mask_id=4, special_ids=frozenset(range(5)), max_predictions=1,
+                      continuation_ids={s})
+    assert out["mlm_positions"].tolist() == [[1]]
+
+
 def test_masking_needs_room():
     ids = np.array([[2] + [7] * 20 + [3]])
     with pytest.raises(UserError) as err:
@@ -270,6 +332,20 @@ def test_epoch_unmasked_is_clean(pretraining, tokenizer, train):
     assert (epoch["input_ids"][is_next] == encoded["input_ids"][is_next]).all()
     assert (epoch["token_type_ids"][is_next] == encoded["token_type_ids"][is_next]).all()
     assert (epoch["input_ids"][~is_next] != encoded["input_ids"][~is_next]).any(axis=1).all()
+
+
+def test_whole_word_epoch_with_wordpiece(train):
+    wordpiece = WordPieceTokenizer.train([s for p in train for s in (p.s1, p.s2)], 2000)
+    data = PretrainingData(wordpiece, train[:500], seed=3, whole_word_mask=True)
+    examples = data.epoch(0)
+    rows = np.broadcast_to(np.arange(500)[:, None], examples["mlm_positions"].shape)
+    chosen = examples["mlm_weights"] == 1.0
+    masked = np.zeros(examples["input_ids"].shape, dtype=bool)
+    masked[rows[chosen], examples["mlm_positions"][chosen]] = True
+    clean = data.epoch(0, masked=False)["input_ids"]  # same pairing and order, unmasked
+    pieces = np.isin(clean, list(wordpiece.continuation_ids))
+    pieces[:, 0] = False
+    assert pieces.any() and (masked[:, 1:][pieces[:, 1:]] == masked[:, :-1][pieces[:, 1:]]).all()
 
 
 def test_epoch_paraphrase_mode(tokenizer, train):
