@@ -4,7 +4,8 @@ GPT keeps the Transformer's encoder layers (self-attention + feed-forward) but s
 set of them, under a causal mask, and predicts the next token at every position. Like the
 original tutorial it also carries a next-sentence head, so GPT and BERT share one interface.
 
-Run ``python -m nlp_tutorials.gpt train`` to train it on MRPC.
+Run ``python -m nlp_tutorials.gpt train`` to train it on MRPC, then
+``python -m nlp_tutorials.gpt generate --prompt "the company said"`` to continue a sentence.
 """
 
 if __name__ == "__main__":
@@ -19,8 +20,8 @@ import tensorflow as tf
 
 from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.transformer import (
-    Embeddings, Encoder, Transformer, activation, causal_mask, sparse_cross_entropy,
-    truncated_normal)
+    Embeddings, Encoder, Transformer, activation, cached_causal_mask, causal_mask,
+    sparse_cross_entropy, truncated_normal)
 
 NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
 
@@ -132,6 +133,22 @@ class GPT(Transformer):
         """(token logits [batch, positions, vocab], next-sentence logits [batch, 2])."""
         return (self.lm_head(sequence_output, self.embeddings.word_embeddings),
                 self.nsp_head(pooled_output))
+
+    def start_cache(self, batch):
+        """The cache decoding starts from: per layer, keys and values of no positions yet."""
+        return [block.attention.empty_cache(batch) for block in self.encoder.blocks]
+
+    def decode_step(self, input_ids, cache):
+        """Feed ids [batch, new] that follow the cached positions (segment 0, inference only).
+
+        Returns (next-token logits [batch, new, vocab], the cache with these positions added).
+        The logits equal those of the full model on the whole prefix (no padding in it).
+        """
+        past = tf.shape(cache[0]["key"])[2]
+        x = self.embeddings(input_ids, start=past)  # [batch, new, hidden]
+        x, _, cache = self.encoder(x, cached_causal_mask(past, tf.shape(input_ids)[1]),
+                                   cache=cache)
+        return self.lm_head(x, self.embeddings.word_embeddings), cache
 
     def step(self, batch, training=True):
         """One optimisation step: next-token loss (padding ignored) + 0.2 x next-sentence loss.

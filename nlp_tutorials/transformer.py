@@ -1,5 +1,7 @@
 """The Transformer (Vaswani et al., 2017) as a readable Keras model.
 
+Run ``python -m nlp_tutorials.transformer train`` to teach it to translate dates.
+
 Building blocks, bottom up:
 
 - :func:`padding_mask` / :func:`causal_mask`: additive masks, 0 where attention is allowed and a
@@ -16,14 +18,26 @@ Building blocks, bottom up:
 
 Attention probabilities travel as return values, never as attributes set inside ``call``, so the
 model works the same eagerly and inside ``tf.function``.
+
+Decoding one token at a time can pass a ``cache`` down the stacks: each attention layer keeps the
+keys and values of the positions it has already seen, so a new token costs one position's work
+(see :meth:`Transformer.decode_step`). Without a cache every call is the plain full computation.
 """
-import functools
 
-import keras
-import numpy as np
-import tensorflow as tf
+if __name__ == "__main__":
+    # `python -m nlp_tutorials.transformer` hands over to the CLI before TensorFlow is imported,
+    # so --help and argument errors answer at once; the CLI imports this module again by name.
+    from nlp_tutorials.cli import main
 
-from nlp_tutorials.config import ModelConfig
+    raise SystemExit(main("transformer"))
+
+import functools  # noqa: E402  (after the CLI hand-over above)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from nlp_tutorials.config import ModelConfig  # noqa: E402
 
 # Large enough that exp() of it underflows to exactly 0 in float32, yet finite in float16
 # (max 65504) and bfloat16, so masked scores never turn into NaN under mixed precision.
@@ -64,6 +78,16 @@ def causal_mask(ids, pad_id: int = 0, attention_mask=None):
     return tf.maximum(padding_mask(ids, pad_id, attention_mask) + future * MASK_VALUE, MASK_VALUE)
 
 
+def cached_causal_mask(past, new):
+    """Causal mask for ``new`` queries that follow ``past`` cached positions (no padding).
+
+    Returns float32 [1, 1, new, past + new]: query i sits at position past + i and may look at
+    every key j <= past + i.
+    """
+    allowed = tf.linalg.band_part(tf.ones([new, past + new]), -1, past)  # 1 where j - i <= past
+    return ((1.0 - allowed) * MASK_VALUE)[tf.newaxis, tf.newaxis]
+
+
 def truncated_normal(config: ModelConfig):
     """BERT's weight initialiser: normal with std ``initializer_range``, cut at 2 std."""
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
@@ -81,6 +105,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     ``call(query, memory, mask)`` returns ``(output, probs)``: output [batch, q_step, hidden]
     and the attention probabilities [batch, heads, q_step, k_step] (each row sums to 1).
+
+    With ``cache={"key", "value"}`` (each [batch, heads, past, head_size], the projections of
+    positions seen before) the keys and values of ``memory`` are appended to the cached ones and
+    the call returns ``(output, probs, cache)`` with the longer cache. ``memory=None`` means the
+    cache already holds the whole memory: cross-attention projects the encoder output once.
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -100,10 +129,26 @@ class MultiHeadAttention(keras.layers.Layer):
         x = tf.reshape(x, [batch, step, self.heads, self.head_size])
         return tf.transpose(x, [0, 2, 1, 3])
 
-    def call(self, query, memory, mask, training=False):
+    def project(self, memory):
+        """Keys and values of ``memory`` [batch, step, hidden]: [batch, heads, step, head_size]."""
+        return {"key": self.split_heads(self.key(memory)),
+                "value": self.split_heads(self.value(memory))}
+
+    def empty_cache(self, batch):
+        """A cache of no positions yet: key and value [batch, heads, 0, head_size]."""
+        empty = tf.zeros([batch, self.heads, 0, self.head_size], self.compute_dtype)
+        return {"key": empty, "value": empty}
+
+    def call(self, query, memory, mask, training=False, cache=None):
         q = self.split_heads(self.query(query))    # [batch, heads, q_step, head_size]
-        k = self.split_heads(self.key(memory))     # [batch, heads, k_step, head_size]
-        v = self.split_heads(self.value(memory))   # [batch, heads, k_step, head_size]
+        if memory is None:
+            kv = cache
+        elif cache is None:
+            kv = self.project(memory)
+        else:
+            new = self.project(memory)
+            kv = {name: tf.concat([cache[name], new[name]], axis=2) for name in new}
+        k, v = kv["key"], kv["value"]               # [batch, heads, k_step, head_size]
         scores = tf.matmul(q, k, transpose_b=True) / np.sqrt(self.head_size).astype("float32")
         scores = tf.cast(scores, tf.float32) + mask       # [batch, heads, q_step, k_step]
         # Softmax in float32 so mixed precision neither overflows nor loses the mask.
@@ -112,7 +157,9 @@ class MultiHeadAttention(keras.layers.Layer):
         context = tf.transpose(context, [0, 2, 1, 3])     # [batch, q_step, heads, head_size]
         batch, step = tf.shape(context)[0], tf.shape(context)[1]
         context = tf.reshape(context, [batch, step, self.heads * self.head_size])
-        return self.output_dense(context), probs
+        if cache is None:
+            return self.output_dense(context), probs
+        return self.output_dense(context), probs, kv
 
 
 class FeedForward(keras.layers.Layer):
@@ -153,11 +200,12 @@ class EncoderLayer(keras.layers.Layer):
         self.ffn = FeedForward(config, name="ffn")
         self.ffn_norm = ResidualNorm(config, name="ffn_norm")
 
-    def call(self, x, mask, training=False):
-        attended, probs = self.attention(x, x, mask, training=training)
+    def call(self, x, mask, training=False, cache=None):
+        # new_cache is [] without a cache and [updated cache] with one.
+        attended, probs, *new_cache = self.attention(x, x, mask, training=training, cache=cache)
         x = self.attention_norm(x, attended, training=training)
         x = self.ffn_norm(x, self.ffn(x), training=training)
-        return x, probs  # [batch, step, hidden], [batch, heads, step, step]
+        return x, probs, *new_cache  # [batch, step, hidden], [batch, heads, step, k_step]
 
 
 class DecoderLayer(keras.layers.Layer):
@@ -172,14 +220,22 @@ class DecoderLayer(keras.layers.Layer):
         self.ffn = FeedForward(config, name="ffn")
         self.ffn_norm = ResidualNorm(config, name="ffn_norm")
 
-    def call(self, x, memory, self_mask, memory_mask, training=False):
-        attended, self_probs = self.self_attention(x, x, self_mask, training=training)
+    def call(self, x, memory, self_mask, memory_mask, training=False, cache=None):
+        """``cache``: optional ``{"self": ..., "cross": ...}`` attention caches; with it, the
+        call also returns the updated one and ``memory`` may be None (see MultiHeadAttention)."""
+        self_cache, cross_cache = (None, None) if cache is None else (cache["self"], cache["cross"])
+        # Each *_cache becomes [] without a cache and [updated cache] with one.
+        attended, self_probs, *self_cache = self.self_attention(
+            x, x, self_mask, training=training, cache=self_cache)
         x = self.self_norm(x, attended, training=training)
-        attended, cross_probs = self.cross_attention(x, memory, memory_mask, training=training)
+        attended, cross_probs, *cross_cache = self.cross_attention(
+            x, memory, memory_mask, training=training, cache=cross_cache)
         x = self.cross_norm(x, attended, training=training)
         x = self.ffn_norm(x, self.ffn(x), training=training)
         # [batch, t_step, hidden], [batch, heads, t_step, t_step], [batch, heads, t_step, s_step]
-        return x, self_probs, cross_probs
+        if cache is None:
+            return x, self_probs, cross_probs
+        return x, self_probs, cross_probs, {"self": self_cache[0], "cross": cross_cache[0]}
 
 
 class Encoder(keras.layers.Layer):
@@ -190,12 +246,18 @@ class Encoder(keras.layers.Layer):
         self.blocks = [EncoderLayer(config, name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
 
-    def call(self, x, mask, training=False):
-        attentions = []
-        for block in self.blocks:
-            x, probs = block(x, mask, training=training)
+    def call(self, x, mask, training=False, cache=None):
+        """``cache``: optional list of per-layer attention caches; with it, the call also
+        returns the updated list."""
+        attentions, new_cache = [], []
+        for i, block in enumerate(self.blocks):
+            x, probs, *layer_cache = block(x, mask, training=training,
+                                           cache=None if cache is None else cache[i])
             attentions.append(probs)
-        return x, attentions  # [batch, step, hidden], layers x [batch, heads, step, step]
+            new_cache += layer_cache
+        if cache is None:
+            return x, attentions  # [batch, step, hidden], layers x [batch, heads, step, step]
+        return x, attentions, new_cache
 
 
 class Decoder(keras.layers.Layer):
@@ -206,20 +268,28 @@ class Decoder(keras.layers.Layer):
         self.blocks = [DecoderLayer(config, name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
 
-    def call(self, x, memory, self_mask, memory_mask, training=False):
-        self_attentions, cross_attentions = [], []
-        for block in self.blocks:
-            x, self_probs, cross_probs = block(x, memory, self_mask, memory_mask,
-                                               training=training)
+    def call(self, x, memory, self_mask, memory_mask, training=False, cache=None):
+        """``cache``: optional list of per-layer caches (see DecoderLayer); with it, the call
+        also returns the updated list."""
+        self_attentions, cross_attentions, new_cache = [], [], []
+        for i, block in enumerate(self.blocks):
+            x, self_probs, cross_probs, *layer_cache = block(
+                x, memory, self_mask, memory_mask, training=training,
+                cache=None if cache is None else cache[i])
             self_attentions.append(self_probs)
             cross_attentions.append(cross_probs)
-        return x, self_attentions, cross_attentions
+            new_cache += layer_cache
+        if cache is None:
+            return x, self_attentions, cross_attentions
+        return x, self_attentions, cross_attentions, new_cache
 
 
 class Embeddings(keras.layers.Layer):
     """Word + learned position (+ segment) embeddings, then LayerNorm and dropout.
 
-    ``call(ids, segments=None)``: ids and segments [batch, step] -> [batch, step, hidden].
+    ``call(ids, segments=None, start=0)``: ids and segments [batch, step] -> [batch, step,
+    hidden]; the ids sit at positions ``start``, ``start + 1``, ... (``start`` > 0 when decoding
+    continues after cached positions).
     ``word_embeddings`` [vocab, hidden] is exposed so an output layer can share it.
     """
 
@@ -242,8 +312,9 @@ class Embeddings(keras.layers.Layer):
     def word_embeddings(self):
         return self.words.embeddings
 
-    def call(self, ids, segments=None, training=False):
-        x = self.words(ids) + self.positions(tf.range(tf.shape(ids)[1]))[tf.newaxis]
+    def call(self, ids, segments=None, training=False, start=0):
+        positions = tf.range(start, start + tf.shape(ids)[1])
+        x = self.words(ids) + self.positions(positions)[tf.newaxis]
         if self.segments is not None:
             x = x + self.segments(tf.zeros_like(ids) if segments is None else segments)
         return self.dropout(self.norm(x), training=training)  # [batch, step, hidden]
@@ -320,6 +391,32 @@ class Transformer(keras.Model):
         return {"logits": self.output_layer(x),  # [batch, t_step, target_vocab]
                 "attentions": {"encoder": enc_probs, "decoder": dec_probs,
                                "encoder_decoder": cross_probs}}
+
+    def start_cache(self, src_ids):
+        """Encode ``src_ids`` [batch, s_step] once and return the cache decoding starts from.
+
+        The cache holds the source mask and, per decoder layer, an empty self-attention cache
+        and the cross-attention keys and values of the encoder output (computed here, once).
+        """
+        src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
+        memory, _ = self.encoder(self.src_embeddings(src_ids), src_mask)
+        batch = tf.shape(src_ids)[0]
+        layers = [{"self": block.self_attention.empty_cache(batch),
+                   "cross": block.cross_attention.project(memory)}
+                  for block in self.decoder.blocks]
+        return {"src_mask": src_mask, "layers": layers}
+
+    def decode_step(self, tgt_ids, cache):
+        """Feed target ids [batch, new] that follow the cached positions (inference only).
+
+        Returns (logits [batch, new, target_vocab], the cache with these positions added). The
+        logits equal those of a full ``call`` on the whole target prefix (no padding in it).
+        """
+        past = tf.shape(cache["layers"][0]["self"]["key"])[2]
+        x = self.tgt_embeddings(tgt_ids, start=past)  # [batch, new, hidden]
+        self_mask = cached_causal_mask(past, tf.shape(tgt_ids)[1])
+        x, _, _, layers = self.decoder(x, None, self_mask, cache["src_mask"], cache=cache["layers"])
+        return self.output_layer(x), {"src_mask": cache["src_mask"], "layers": layers}
 
     def step(self, batch, training=True):
         """One optimisation step of teacher-forced next-token loss on the target.

@@ -1,0 +1,97 @@
+"""Cached decoding equals re-running the whole prefix; greedy, top-k and temperature choosers."""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from nlp_tutorials.config import ModelConfig  # noqa: E402
+from nlp_tutorials.decoding import (  # noqa: E402
+    decode, greedy, gpt_stepper, sampler, seq2seq_stepper)
+from nlp_tutorials.gpt import GPT  # noqa: E402
+from nlp_tutorials.transformer import Transformer, cached_causal_mask  # noqa: E402
+
+VOCAB = 40
+
+
+def tiny_config(model_type):
+    return ModelConfig(model_type=model_type, vocab_size=VOCAB, hidden_size=32,
+                       num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                       max_position_embeddings=40, hidden_dropout_prob=0.0,
+                       attention_probs_dropout_prob=0.0)
+
+
+def test_cached_causal_mask_continues_the_full_one():
+    mask = cached_causal_mask(3, 2).numpy()[0, 0]  # queries at positions 3 and 4
+    assert mask.shape == (2, 5)
+    np.testing.assert_array_equal(mask == 0, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_gpt_cached_decoding_matches_rerunning_the_prefix(sample):
+    keras.utils.set_random_seed(1)
+    model = GPT(tiny_config("gpt"))
+    prompt = np.random.default_rng(0).integers(5, VOCAB, (2, 6)).astype("int32")
+    runs = []
+    for cached in (True, False):
+        # Sampling runs eagerly: tracing costs more than 20 tokens of a tiny model.
+        step, state = gpt_stepper(model, 2, cached=cached, compiled=not sample)
+        choose = sampler(temperature=1.5, top_k=10, seed=3) if sample else greedy
+        runs.append(decode(step, state, prompt, 20, choose))
+    (ids, logits), (ref_ids, ref_logits) = runs
+    assert ids.shape == (2, 20) and logits.shape == (2, 20, VOCAB)
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(logits, ref_logits, atol=1e-5)
+
+
+def test_seq2seq_cached_decoding_matches_rerunning_the_prefix():
+    keras.utils.set_random_seed(2)
+    model = Transformer(tiny_config("transformer"))
+    src = np.random.default_rng(1).integers(5, VOCAB, (3, 7)).astype("int32")
+    src[2, 5:] = 0  # padding in the source is masked in both ways of decoding
+    start = np.full((3, 1), 2, "int32")
+    (ids, logits), (ref_ids, ref_logits) = (
+        decode(*seq2seq_stepper(model, src, cached=cached, compiled=False), start, 12)
+        for cached in (True, False))
+    np.testing.assert_array_equal(ids, ref_ids)
+    np.testing.assert_allclose(logits, ref_logits, atol=1e-5)
+
+
+def test_decoding_stops_each_row_at_the_stop_token():
+    # A fake model: row 0 always proposes token 7, row 1 proposes 4, 5, 6, ... (7 at step 3).
+    def step(ids, count):
+        logits = np.zeros((2, 1, 10), "float32")
+        logits[0, 0, 7] = 1
+        logits[1, 0, 4 + count] = 1
+        return _Tensor(logits), count + 1
+
+    ids, logits = decode(step, 0, np.ones((2, 1), "int32"), 10, stop_id=7)
+    np.testing.assert_array_equal(ids, [[7, 0, 0, 0], [4, 5, 6, 7]])
+    assert logits.shape == (2, 4, 10)
+    ids, _ = decode(step, 0, np.ones((2, 1), "int32"), 2, stop_id=7)
+    np.testing.assert_array_equal(ids, [[7, 0], [4, 5]])
+
+
+class _Tensor(np.ndarray):
+    """numpy array with TensorFlow's ``.numpy()``, for the fake model above."""
+
+    def __new__(cls, array):
+        return np.asarray(array).view(cls)
+
+    def numpy(self):
+        return np.asarray(self)
+
+
+def test_sampler_is_seeded_and_respects_top_k_and_temperature():
+    logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]] * 2000))
+    draws = sampler(top_k=2, seed=0)(logits)
+    assert set(draws) == {0, 1}
+    assert abs((draws == 0).mean() - 0.5 / 0.8) < 0.05  # renormalised over the top 2
+    np.testing.assert_array_equal(draws, sampler(top_k=2, seed=0)(logits))
+    cold = sampler(temperature=0.05, seed=1)(logits)
+    assert (cold == 0).mean() > 0.99  # a low temperature approaches greedy
+    hot = sampler(temperature=100.0, seed=1)(logits)
+    assert abs((hot == 3).mean() - 0.25) < 0.05  # a high one approaches uniform
+    np.testing.assert_array_equal(greedy(logits[:1]), [0])
