@@ -85,6 +85,15 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     add("--nsp-mode", choices=("random", "paraphrase"),
         help="next-sentence task: 'random' (BERT's IsNext/NotNext, default) or "
              "'paraphrase' (the MRPC label)")
+    add("--tokenizer", choices=("word", "wordpiece"),
+        help="'word' (whole words, default) or 'wordpiece' (BERT's sub-words, a vocabulary "
+             "learned from MRPC train)")
+    add("--vocab-size", type=positive_int,
+        help=f"WordPiece vocabulary size, special tokens and characters included "
+             f"(default {defaults.vocab_size})")
+    if model_name == "bert":
+        add("--whole-word-mask", action="store_true", default=None,
+            help="mask all pieces of a chosen word together (BERT's whole-word masking)")
     add("--dropout", type=probability, help=f"dropout rate (default {defaults.dropout})")
     add("--model-dir", help=f"where checkpoints, vocab and config go "
                             f"(default {defaults.model_dir})")

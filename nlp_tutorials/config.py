@@ -117,6 +117,8 @@ class TrainConfig:
 
     ``steps`` counts optimisation steps of ``batch_size`` sequences; the learning rate warms
     up linearly over the first ``warmup_fraction`` of them and then decays linearly to 0.
+    ``tokenizer`` is "word" (whole words) or "wordpiece" (a ``vocab_size`` sub-word vocabulary
+    learned from MRPC train); ``whole_word_mask`` masks all pieces of a word together.
     """
 
     model_type: str = "bert"
@@ -132,6 +134,9 @@ class TrainConfig:
     dropout: float = 0.1
     max_len: int = 0
     nsp_mode: str = "random"
+    tokenizer: str = "word"
+    vocab_size: int = 8000
+    whole_word_mask: bool = False
     seed: int = 1
     log_every: int = 50
     sample_every: int = 250
@@ -141,7 +146,8 @@ class TrainConfig:
 
     # Fields that fix the model's shape or data: a resumed run must keep them.
     FROZEN = ("model_type", "dim", "layers", "heads", "max_len", "nsp_mode", "seed",
-              "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay")
+              "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay",
+              "tokenizer", "vocab_size", "whole_word_mask")
 
     def model_config(self, vocab_size: int, max_len: int) -> ModelConfig:
         return ModelConfig(model_type=self.model_type, vocab_size=vocab_size,

@@ -22,7 +22,7 @@ from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.tokenization import WordTokenizer, load_tokenizer
+from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
 CHECKPOINT_DIR = "checkpoints"
@@ -87,8 +87,11 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         if latest_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
+        if "vocab_size" in given and config.tokenizer != "wordpiece":
+            raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
+                            f"has a vocabulary size to choose")
         # The vocabulary comes from the TRAIN split only: test words stay unknown.
-        tokenizer = WordTokenizer.build([s for p in train_pairs for s in (p.s1, p.s2)])
+        tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
         if not config.max_len:
             config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer,
                                                                               train_pairs))
@@ -98,6 +101,15 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
                           json.dumps(dataclasses.asdict(config), indent=2) + "\n")
     return config, tokenizer, model_config, train_pairs
+
+
+def build_tokenizer(config: TrainConfig, texts):
+    """The run's tokenizer, its vocabulary learned from ``texts``."""
+    if config.tokenizer == "word":
+        return WordTokenizer.build(texts)
+    if config.tokenizer == "wordpiece":
+        return WordPieceTokenizer.train(texts, config.vocab_size)
+    raise UserError(f"tokenizer {config.tokenizer!r}: expected 'word' or 'wordpiece'")
 
 
 def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainConfig:
@@ -182,7 +194,8 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     start = int(model.optimizer.iterations.numpy())
     masked = config.model_type == "bert"
     data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
-                           nsp_mode=config.nsp_mode, seed=config.seed)
+                           nsp_mode=config.nsp_mode, seed=config.seed,
+                           whole_word_mask=config.whole_word_mask)
     # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
     batches = iter(data.dataset(config.batch_size, masked=masked).skip(start)
                    .map(trim_padding, num_parallel_calls=tf.data.AUTOTUNE)
