@@ -18,6 +18,8 @@ if __name__ == "__main__":
 import keras  # noqa: E402  (after the CLI hand-over above)
 import tensorflow as tf
 
+from nlp_tutorials import pretrained
+from nlp_tutorials.errors import UserError
 from nlp_tutorials.gpt import GPT, NSP_WEIGHT
 from nlp_tutorials.transformer import padding_mask, sparse_cross_entropy
 
@@ -30,6 +32,40 @@ class BERT(GPT):
     """
 
     pool_first_token = True
+
+    @classmethod
+    def from_pretrained(cls, path, printer=print) -> "BERT":
+        """A BERT with real pretrained weights from a folder in HuggingFace's format
+        (``config.json``, ``model.safetensors``) or Google's (``bert_config.json``,
+        ``bert_model.ckpt.*``); see :mod:`nlp_tutorials.pretrained`.
+
+        Pre-training heads the checkpoint lacks keep their fresh initialisation, and
+        ``printer`` gets a one-line note saying so. Bad folders raise UserError.
+        """
+        model = cls(pretrained.read_config(path))
+        pretrained.load_weights(model, path, printer)
+        return model
+
+    def save_pretrained(self, directory):
+        """Write HuggingFace's ``config.json`` and ``model.safetensors`` into ``directory``.
+
+        :meth:`from_pretrained` and transformers' ``BertForPreTraining.from_pretrained`` both
+        read the folder back. Returns its Path.
+        """
+        return pretrained.save_pretrained(self, directory)
+
+    def encode(self, input_ids, token_type_ids=None, attention_mask=None, training=False):
+        """:meth:`GPT.encode`, refusing sequences longer than ``max_position_embeddings``.
+
+        Positions past that limit have no embedding: truncate when tokenizing instead
+        (``max_len`` at most the limit), which cuts the longer sentence of a pair first.
+        """
+        length = input_ids.shape[-1]
+        if length is not None and length > self.config.max_position_embeddings:
+            raise UserError(f"input of {length} tokens is longer than this model's "
+                            f"max_position_embeddings={self.config.max_position_embeddings}; "
+                            f"truncate it when tokenizing")
+        return super().encode(input_ids, token_type_ids, attention_mask, training)
 
     def mask(self, ids, attention_mask=None):
         """Padding only: every real token is visible from every position. [batch, 1, 1, step]

@@ -84,9 +84,8 @@ class ModelConfig:
     def from_dict(cls, values: dict, source: str = "config") -> "ModelConfig":
         """Build from a dict, ignoring keys this project does not use (HF adds many)."""
         known = {f.name for f in dataclasses.fields(cls)}
+        _check_supported(values, source)
         kept = {k: v for k, v in values.items() if k in known}
-        if kept.get("hidden_act") == "gelu_new":
-            raise UserError(f"{source}: hidden_act 'gelu_new' is not supported; expected 'gelu'")
         try:
             return cls(**kept)
         except UserError as err:
@@ -105,10 +104,60 @@ class ModelConfig:
         for name in (CONFIG_NAME, GOOGLE_CONFIG_NAME):
             path = directory / name
             if path.is_file():
-                values = read_json_object(path)
-                values.setdefault("model_type", "bert")
-                return cls.from_dict(values, source=str(path))
+                return cls.from_json_file(path)
         raise UserError(f"{directory}: no {CONFIG_NAME} or {GOOGLE_CONFIG_NAME} found")
+
+    @classmethod
+    def from_json_file(cls, path) -> "ModelConfig":
+        """Read one config file; without ``model_type`` (Google's has none) it is a BERT."""
+        values = read_json_object(path)
+        values.setdefault("model_type", "bert")
+        return cls.from_dict(values, source=str(path))
+
+
+# Values real checkpoints may hold that this project's layers do not implement, with the ones
+# they do: refusing them beats loading weights into a model that computes something else.
+SUPPORTED_VALUES = {"hidden_act": ("gelu", "relu"), "position_embedding_type": ("absolute",)}
+
+
+def _check_supported(values: dict, source: str) -> None:
+    for key, supported in SUPPORTED_VALUES.items():
+        if key in values and values[key] not in supported:
+            raise UserError(f"{source}: {key} {values[key]!r} is not supported; expected "
+                            f"{' or '.join(repr(v) for v in supported)}")
+
+
+# HuggingFace's BertConfig fields this project reads and writes (Google's bert_config.json has
+# the same names, without layer_norm_eps and pad_token_id).
+HF_BERT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size", "hidden_act", "hidden_dropout_prob",
+                  "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+                  "initializer_range", "layer_norm_eps", "pad_token_id")
+
+
+@dataclasses.dataclass
+class BertConfig(ModelConfig):
+    """A BERT's :class:`ModelConfig` as HuggingFace's ``config.json`` spells it.
+
+    Reads HuggingFace's ``config.json`` or Google's ``bert_config.json``
+    (:meth:`from_json_file`, or :meth:`load` on a folder) and writes HuggingFace's
+    (:meth:`to_json_file`), with ``"architectures": ["BertForPreTraining"]`` so transformers
+    knows which class the weights fit.
+    """
+
+    def validate(self) -> None:
+        super().validate()
+        if self.model_type != "bert":
+            raise UserError(f"config model_type={self.model_type!r}: expected 'bert'")
+
+    def to_hf_dict(self) -> dict:
+        return {"architectures": ["BertForPreTraining"], "model_type": "bert",
+                **{name: getattr(self, name) for name in HF_BERT_FIELDS}}
+
+    def to_json_file(self, path) -> Path:
+        """Write HuggingFace's ``config.json`` fields to ``path`` atomically; return it."""
+        write_text_atomic(path, json.dumps(self.to_hf_dict(), indent=2, sort_keys=True) + "\n")
+        return Path(path)
 
 
 @dataclasses.dataclass
