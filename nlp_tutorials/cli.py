@@ -115,6 +115,15 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     export.add_argument("--output", default=default_pickle(model_name),
                         help=f"pickle to write (default {default_pickle(model_name)})")
 
+    add_plot_command(commands, model_name)
+    if model_name == "bert":
+        add_finetune_commands(commands)
+    if model_name == "gpt":
+        add_generate_command(commands, defaults.model_dir)
+    return parser
+
+
+def add_plot_command(commands, model_name: str):
     plot = commands.add_parser("plot", help="draw attention heatmaps from an exported pickle")
     plot.add_argument("--input", default=default_pickle(model_name),
                       help=f"pickle written by export (default {default_pickle(model_name)})")
@@ -125,9 +134,6 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     plot.add_argument("--layer", type=non_negative_int,
                       help="layer of the line view (default: the last)")
     plot.add_argument("--head", type=non_negative_int, help="head of the line view (default 0)")
-    if model_name == "bert":
-        add_finetune_commands(commands)
-    return parser
 
 
 def add_finetune_commands(commands):
@@ -194,6 +200,8 @@ def train_config(model_name: str, args) -> tuple:
 
 def main(model_name: str, argv=None) -> int:
     """Run one command; returns the process exit status."""
+    if model_name == "transformer":
+        return transformer_main(argv)
     parser = build_parser(model_name)
     args = parser.parse_args(argv)
     try:
@@ -225,6 +233,8 @@ def main(model_name: str, argv=None) -> int:
             finetune(config)
         elif args.command == "predict":
             return predict(args)
+        elif args.command == "generate":
+            generate(args)
         elif args.command == "plot":
             plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
     except UserError as err:
@@ -290,3 +300,136 @@ def _configure_tensorflow():
     """
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def add_generate_command(commands, model_dir: str):
+    """``gpt generate``: continue a prompt with the pre-trained GPT."""
+    generate = commands.add_parser("generate", help="continue a prompt with the trained GPT")
+    add = generate.add_argument
+    add("--prompt", required=True, help='the start of a sentence, e.g. "the company said"')
+    add("--max-new-tokens", type=positive_int, default=20,
+        help="stop after this many new tokens if [SEP] has not come first (default 20)")
+    add("--sample", action="store_true",
+        help="draw each token at random from the model's distribution instead of taking the "
+             "most likely one (greedy, the default)")
+    add("--top-k", type=positive_int, help="with --sample: draw only from the k most likely "
+                                           "tokens (default: all)")
+    add("--temperature", type=positive_float,
+        help="with --sample: divide the logits by this; < 1 is more conservative, > 1 more "
+             "adventurous (default 1.0)")
+    add("--seed", type=non_negative_int, default=0, help="seed of --sample (default 0)")
+    add("--model-dir", default=model_dir, help=f"trained GPT (default {model_dir})")
+
+
+def generate(args):
+    if not args.prompt.strip():
+        raise UserError("--prompt is empty; expected some text, e.g. --prompt \"the company said\"")
+    for flag, value in (("--top-k", args.top_k), ("--temperature", args.temperature)):
+        if value is not None and not args.sample:
+            raise UserError(f"{flag} needs --sample (greedy decoding always takes the most "
+                            f"likely token)")
+    _configure_tensorflow()
+    from nlp_tutorials.decoding import continue_text, greedy, sampler
+    from nlp_tutorials.training import restore_model
+
+    model, tokenizer = restore_model(args.model_dir, "gpt")
+    choose = (sampler(args.temperature or 1.0, args.top_k, args.seed) if args.sample
+              else greedy)
+    print(continue_text(model, tokenizer, args.prompt, args.max_new_tokens, choose))
+
+
+def build_transformer_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m nlp_tutorials.transformer``: the date-translation model."""
+    from nlp_tutorials.dates import DateTrainConfig
+
+    defaults = DateTrainConfig()
+    parser = OneLineParser(prog="python -m nlp_tutorials.transformer",
+                           description="Train the encoder-decoder Transformer to rewrite dates "
+                                       "(98-02-26 -> 26/Feb/1998), translate, export, plot.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    train = commands.add_parser("train", help="learn the date task; report held-out exact match")
+    add = train.add_argument
+    add("--steps", type=positive_int, default=defaults.steps,
+        help=f"optimisation steps (default {defaults.steps})")
+    add("--batch-size", type=positive_int, default=defaults.batch_size,
+        help=f"dates per step (default {defaults.batch_size})")
+    add("--learning-rate", type=positive_float, default=defaults.learning_rate,
+        help=f"peak AdamW rate, 10%% warm-up then linear decay (default "
+             f"{defaults.learning_rate})")
+    add("--dim", type=positive_int, default=defaults.dim,
+        help=f"model width (default {defaults.dim})")
+    add("--layers", type=positive_int, default=defaults.layers,
+        help=f"layers in each stack (default {defaults.layers})")
+    add("--heads", type=positive_int, default=defaults.heads,
+        help=f"attention heads; must divide --dim (default {defaults.heads})")
+    add("--dropout", type=probability, default=defaults.dropout,
+        help=f"dropout rate (default {defaults.dropout})")
+    add("--seed", type=non_negative_int, default=defaults.seed,
+        help=f"weights and batch order (the held-out dates are fixed) (default {defaults.seed})")
+    add("--model-dir", default=defaults.model_dir,
+        help=f"where config.json and the weights go (default {defaults.model_dir})")
+    add("--no-plots", action="store_true",
+        help="skip the attention export and pictures at the end")
+
+    translate = commands.add_parser("translate", help="rewrite YY-MM-DD dates as DD/Mon/YYYY")
+    translate.add_argument("dates", nargs="+", help="dates such as 03-11-29")
+    translate.add_argument("--model-dir", default=defaults.model_dir,
+                           help=f"trained model (default {defaults.model_dir})")
+
+    export = commands.add_parser("export", help="write attention matrices of held-out dates "
+                                                "to a pickle")
+    export.add_argument("--model-dir", default=defaults.model_dir,
+                        help=f"trained model (default {defaults.model_dir})")
+    export.add_argument("--n", type=positive_int, default=DEFAULT_EXPORT_EXAMPLES,
+                        help=f"held-out dates to run (default {DEFAULT_EXPORT_EXAMPLES})")
+    export.add_argument("--output", default=default_pickle("transformer"),
+                        help=f"pickle to write (default {default_pickle('transformer')})")
+    add_plot_command(commands, "transformer")
+    return parser
+
+
+def transformer_main(argv=None) -> int:
+    """``python -m nlp_tutorials.transformer <command>``; returns the exit status."""
+    parser = build_transformer_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "train":
+            if args.dim % args.heads:
+                raise UserError(f"--dim {args.dim} is not divisible by --heads {args.heads}")
+            _configure_tensorflow()
+            from nlp_tutorials.dates import DateTrainConfig
+            from nlp_tutorials.seq2seq import train
+
+            names = {f.name for f in dataclasses.fields(DateTrainConfig)}
+            train(DateTrainConfig(**{k: v for k, v in vars(args).items() if k in names}))
+            if not args.no_plots:
+                pickle_path = export_seq2seq(args.model_dir, DEFAULT_EXPORT_EXAMPLES,
+                                             default_pickle("transformer"))
+                plot(pickle_path, "visual/results", 0, None, None, "transformer")
+        elif args.command == "translate":
+            from nlp_tutorials.dates import parse_source
+
+            for text in args.dates:
+                parse_source(text)  # a malformed date fails here, before TensorFlow loads
+            _configure_tensorflow()
+            from nlp_tutorials.seq2seq import load, translate
+
+            for text, translation in zip(args.dates, translate(load(args.model_dir), args.dates)):
+                print(f"{text} -> {translation}")
+        elif args.command == "export":
+            export_seq2seq(args.model_dir, args.n, args.output)
+        elif args.command == "plot":
+            plot(args.input, args.output_dir, args.case, args.layer, args.head, "transformer")
+    except UserError as err:
+        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def export_seq2seq(model_dir, n: int, output) -> Path:
+    _configure_tensorflow()
+    from nlp_tutorials.seq2seq import export_attention, load
+
+    path = export_attention(load(model_dir), n, output)
+    print(f"attention of {n} held-out dates written to {path}")
+    return path

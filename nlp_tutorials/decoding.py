@@ -8,9 +8,13 @@ which is the reference the cached ones must match.
 
 Choosing the next token is separate: :func:`greedy` takes the most likely one,
 :func:`sampler` draws it at a ``temperature`` from the ``top_k`` most likely, with a seed.
+:func:`continue_text` is ``python -m nlp_tutorials.gpt generate``.
 """
 import numpy as np
 import tensorflow as tf
+
+from nlp_tutorials.errors import UserError
+from nlp_tutorials.tokenization import CLS, SEP
 
 
 def greedy(logits):
@@ -121,3 +125,30 @@ def _compile(function, compiled: bool, *arguments):
         lambda t: tf.TensorSpec([None] * (t.shape.rank - 1) + [t.shape[-1]], t.dtype), spec)
         for spec in arguments]
     return tf.function(function, input_signature=signature)
+
+
+def continue_text(model, tokenizer, prompt: str, max_new_tokens: int, choose=greedy) -> str:
+    """GPT continues ``prompt`` after ``[CLS]`` until it writes ``[SEP]`` or the limit.
+
+    Stops earlier if the model's positions run out. Returns the prompt's words followed by the
+    new ones (as the tokenizer splits and lower-cases them; ``[SEP]`` left out).
+    """
+    tokens = tokenizer.tokenize(prompt)
+    ids = tokenizer.convert_tokens_to_ids([CLS] + tokens)
+    if not tokens:
+        raise UserError(f"--prompt {prompt!r} holds no words; expected some text, e.g. "
+                        f"--prompt \"the company said\"")
+    if all(i == tokenizer.unk_id for i in ids[1:]):
+        raise UserError(f"--prompt {prompt!r}: none of its words is in the model's vocabulary "
+                        f"({tokenizer.vocab_size} tokens from MRPC train); expected English "
+                        f"news words, e.g. --prompt \"the company said\"")
+    room = model.config.max_position_embeddings - len(ids)
+    if room < 1:
+        raise UserError(f"--prompt has {len(tokens)} tokens; this model reads at most "
+                        f"{model.config.max_position_embeddings - 2} before generating")
+    step, cache = gpt_stepper(model, 1)
+    new, _ = decode(step, cache, np.array([ids], np.int32), min(max_new_tokens, room), choose,
+                    stop_id=tokenizer.sep_id)
+    words = [token for token in tokenizer.convert_ids_to_tokens(ids[1:] + list(new[0]))
+             if token != SEP]
+    return " ".join(words)
