@@ -100,9 +100,9 @@ def encode_pair(tokenizer, s1_tokens, s2_tokens, max_len: int):
     """``(input_ids, token_type_ids)`` lists of length ``max_len``.
 
     Layout ``[CLS] s1 [SEP] s2 [SEP]`` with segment 0 for ``[CLS] s1 [SEP]`` and 1 for
-    ``s2 [SEP]``, or ``[CLS] s1 [SEP]`` when ``s2_tokens`` is None; padded with id 0, segment 0.
-    A pair that does not fit is truncated longest-first as google-research/bert: drop the last
-    token of the longer sentence (the second on a tie) until it fits.
+    ``s2 [SEP]``, or ``[CLS] s1 [SEP]`` when ``s2_tokens`` is None; padded with the ``[PAD]``
+    id, segment 0. A pair that does not fit is truncated longest-first as google-research/bert:
+    drop the last token of the longer sentence (the second on a tie) until it fits.
     """
     return tokenizer.encode_tokens(s1_tokens, s2_tokens, max_len)
 

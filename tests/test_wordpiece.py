@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.data import load_mrpc
 from nlp_tutorials.errors import UserError
@@ -216,3 +217,13 @@ def test_trained_on_mrpc_is_reproducible_and_covers_train():
     tokenizer = WordPieceTokenizer.train(train, 2000)
     assert tokenizer.vocab_size == 2000 and tokenizer.vocab[:5] == list(SPECIAL_TOKENS)
     assert not any(UNK in tokenizer.tokenize(s) for s in train)  # every character is known
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(), st.one_of(st.none(), st.text()), st.integers(3, 40))
+def test_arbitrary_text_never_crashes(tiny, text, pair, max_len):
+    tokens = tiny.tokenize(text)
+    assert all(t in TINY for t in tokens)
+    ids, types = tiny.encode(text, pair, max_len=max_len)
+    assert len(ids) == len(types) == max_len and set(types) <= {0, 1}
+    assert ids[0] == tiny.cls_id and tiny.sep_id in ids
