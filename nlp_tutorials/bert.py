@@ -42,8 +42,10 @@ class BERT(GPT):
         Pre-training heads the checkpoint lacks keep their fresh initialisation, and
         ``printer`` gets a one-line note saying so. Bad folders raise UserError.
         """
-        model = cls(pretrained.read_config(path))
-        pretrained.load_weights(model, path, printer)
+        config = pretrained.read_config(path)
+        weights = pretrained.read_weights(path, config, printer)  # names checked before building
+        model = cls(config)
+        pretrained.assign_weights(model, weights, path)
         return model
 
     def save_pretrained(self, directory):

@@ -19,6 +19,7 @@ pre-training heads (sentence encoders such as all-MiniLM-L6-v2 ship none) leaves
 initialised and says so in one line.
 """
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -184,26 +185,32 @@ def read_google_checkpoint(prefix: Path) -> dict:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_weights(model, path, printer=print) -> None:
-    """Copy the folder's weights into ``model`` (a BERT built from :func:`read_config`).
+class StoredWeight(NamedTuple):
+    """One of the checkpoint's tensors, matched to one of our weights."""
 
-    Raises UserError listing every missing or unexpected name, or every tensor whose shape does
-    not fit, before changing any weight.
+    ours: str  # our weight, the table's first column
+    name: str  # its name in the checkpoint
+    value: np.ndarray  # as stored
+    transposed: bool  # stored as the transpose of our layout
+
+
+def read_weights(path, config: BertConfig, printer=print) -> list[StoredWeight]:
+    """The folder's weights, matched by name to a BERT of ``config``; the model is not needed yet.
+
+    Raises UserError listing every missing or unexpected name. A checkpoint with none of the
+    pre-training heads gets a one-line note through ``printer`` instead.
     """
     fmt, tensors = read_checkpoint(Path(path))
     column = 1 if fmt == HF else 2
-    rows = backbone_rows(model.config.num_hidden_layers)
-    head_names = {row[column] for row in HEADS}
-    if head_names & tensors.keys():
+    rows = backbone_rows(config.num_hidden_layers)
+    if {row[column] for row in HEADS} & tensors.keys():
         rows += HEADS
     else:
         printer(f"note: {path} has no pre-training heads (masked-LM, next-sentence); "
                 f"they keep their fresh random initialisation")
     check_names(path, {row[column] for row in rows}, tensors.keys())
-    variables = our_variables(model)
-    values = fitted_values(variables, path, fmt, rows, column, tensors)
-    for ours, value in values.items():
-        variables[ours].assign(value)
+    return [StoredWeight(row[0], row[column], tensors[row[column]],
+                         is_transposed(fmt, row[0], row[column])) for row in rows]
 
 
 def check_names(path, expected: set, stored) -> None:
@@ -219,21 +226,22 @@ def check_names(path, expected: set, stored) -> None:
                         f"{'; '.join(problems)}")
 
 
-def fitted_values(variables: dict, path, fmt: str, rows, column: int, tensors: dict) -> dict:
-    """{our weight: array in our layout}; UserError listing every tensor of the wrong shape."""
-    values, wrong = {}, []
-    for row in rows:
-        ours, stored = row[0], row[column]
-        value = tensors[stored].T if is_transposed(fmt, ours, stored) else tensors[stored]
-        expected = tuple(variables[ours].shape)
-        if value.shape != expected:
-            wanted = expected[::-1] if is_transposed(fmt, ours, stored) else expected
-            wrong.append(f"{stored} {list(tensors[stored].shape)} (expected {list(wanted)})")
-        else:
-            values[ours] = np.asarray(value, dtype=variables[ours].dtype)
+def assign_weights(model, weights: list[StoredWeight], path) -> None:
+    """Copy ``weights`` into ``model``; UserError listing every tensor of the wrong shape
+    (in the checkpoint's layout) before any weight changes."""
+    variables = our_variables(model)
+    wrong = []
+    for weight in weights:
+        expected = tuple(variables[weight.ours].shape)
+        if weight.transposed:
+            expected = expected[::-1]
+        if weight.value.shape != expected:
+            wrong.append(f"{weight.name} {list(weight.value.shape)} (expected {list(expected)})")
     if wrong:
         raise UserError(f"{path}: tensors of the wrong shape: {listing(wrong)}")
-    return values
+    for weight in weights:
+        value = weight.value.T if weight.transposed else weight.value
+        variables[weight.ours].assign(np.asarray(value, variables[weight.ours].dtype))
 
 
 def our_variables(model) -> dict:
