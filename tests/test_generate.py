@@ -1,0 +1,77 @@
+"""`python -m nlp_tutorials.gpt generate`: greedy and seeded sampling, and its bad input."""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import pytest  # noqa: E402
+
+from nlp_tutorials.cli import main  # noqa: E402
+from nlp_tutorials.config import TrainConfig  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny GPT pre-trained for 4 steps, and what the run printed."""
+    from nlp_tutorials.training import pretrain
+
+    model_dir = tmp_path_factory.mktemp("gpt")
+    config = TrainConfig(model_type="gpt", model_dir=str(model_dir), dim=32, layers=1, heads=2,
+                         max_len=32, batch_size=64, steps=4, checkpoint_every=4, log_every=2)
+    printed = []
+    pretrain(config, printer=printed.append)
+    return model_dir, "\n".join(printed)
+
+
+def generate(capsys, model_dir, *flags):
+    status = main("gpt", ["generate", "--model-dir", str(model_dir), *flags])
+    captured = capsys.readouterr()
+    return status, captured.out.strip(), captured.err.strip()
+
+
+def test_train_ends_with_test_perplexity(trained):
+    assert "perplexity" in trained[1].splitlines()[-1]
+
+
+def test_greedy_continues_the_prompt(trained, capsys):
+    status, out, _ = generate(capsys, trained[0], "--prompt", "The company said",
+                              "--max-new-tokens", "5")
+    assert status == 0
+    words = out.split()
+    assert words[:3] == ["the", "company", "said"] and 3 < len(words) <= 8
+
+
+def test_sampling_is_seeded(trained, capsys):
+    flags = ["--prompt", "the company said", "--sample", "--top-k", "50", "--temperature",
+             "1.5", "--max-new-tokens", "8"]
+    runs = [generate(capsys, trained[0], *flags, "--seed", seed)[1] for seed in "112"]
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]  # 8 draws from 50 tokens at a high temperature
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--prompt", "xyzzy qwertz"], "none of its words is in the model's vocabulary"),
+    (["--prompt", "the " * 40], "--prompt has 40 tokens; this model reads at most 30"),
+])
+def test_prompts_the_model_cannot_read_are_one_line_errors(trained, capsys, flags, expected):
+    status, _, err = generate(capsys, trained[0], *flags)
+    assert status == 2 and len(err.splitlines()) == 1
+    assert err.startswith("python -m nlp_tutorials.gpt generate: error: ") and expected in err
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--prompt", ""], "--prompt is empty"),
+    (["--prompt", "the", "--max-new-tokens", "0"], "expected a positive integer, got 0"),
+    (["--prompt", "the", "--temperature", "0.5"], "--temperature needs --sample"),
+])
+def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, expected):
+    try:
+        status, _, err = generate(capsys, tmp_path, *flags)
+    except SystemExit as exit:  # argparse's own checks
+        status, err = exit.code, capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and expected in err
+
+
+def test_no_model_names_the_command_to_run(tmp_path, capsys):
+    status, _, err = generate(capsys, tmp_path, "--prompt", "the company said")
+    assert status == 2
+    assert "run `python -m nlp_tutorials.gpt train" in err and len(err.splitlines()) == 1
