@@ -6,7 +6,9 @@ sees; exact match on those measures whether the model learnt the rule rather tha
 
 Text is split into characters. The source is the 8 characters ``YY-MM-DD``; the target is
 ``[BOS]`` + the 11 characters ``DD/Mon/YYYY`` + ``[EOS]``. No padding is ever needed.
-This module needs only numpy, so the command line can check a date before TensorFlow loads.
+:class:`DateTrainConfig` holds one training run's settings and the model size they imply.
+This module needs only numpy, so the command line can check a date and read the defaults
+before TensorFlow loads.
 """
 import dataclasses
 import datetime
