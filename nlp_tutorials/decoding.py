@@ -142,10 +142,12 @@ def continue_text(model, tokenizer, prompt: str, max_new_tokens: int, choose=gre
         raise UserError(f"--prompt {prompt!r}: none of its words is in the model's vocabulary "
                         f"({tokenizer.vocab_size} tokens from MRPC train); expected English "
                         f"news words, e.g. --prompt \"the company said\"")
-    room = model.config.max_position_embeddings - len(ids)
-    if room < 1:
+    positions = model.config.max_position_embeddings
+    if len(ids) > positions:
         raise UserError(f"--prompt has {len(tokens)} tokens; this model reads at most "
-                        f"{model.config.max_position_embeddings - 2} before generating")
+                        f"{positions - 1} (and [CLS])")
+    # The last new token is chosen, never fed back, so it needs no position of its own.
+    room = positions - len(ids) + 1
     step, cache = gpt_stepper(model, 1)
     new, _ = decode(step, cache, np.array([ids], np.int32), min(max_new_tokens, room), choose,
                     stop_id=tokenizer.sep_id)

@@ -40,6 +40,13 @@ def test_greedy_continues_the_prompt(trained, capsys):
     assert words[:3] == ["the", "company", "said"] and 3 < len(words) <= 8
 
 
+def test_generation_stops_where_the_positions_end(trained, capsys):
+    # 31 words + [CLS] fill all 32 positions: the last one's logits still choose one token.
+    status, out, _ = generate(capsys, trained[0], "--prompt", "the " * 31,
+                              "--max-new-tokens", "5")
+    assert status == 0 and len(out.split()) in (31, 32)  # 31 if that token is [SEP]
+
+
 def test_sampling_is_seeded(trained, capsys):
     flags = ["--prompt", "the company said", "--sample", "--top-k", "50", "--temperature",
              "1.5", "--max-new-tokens", "8"]
@@ -50,7 +57,7 @@ def test_sampling_is_seeded(trained, capsys):
 
 @pytest.mark.parametrize("flags, expected", [
     (["--prompt", "xyzzy qwertz"], "none of its words is in the model's vocabulary"),
-    (["--prompt", "the " * 40], "--prompt has 40 tokens; this model reads at most 30"),
+    (["--prompt", "the " * 32], "--prompt has 32 tokens; this model reads at most 31"),
 ])
 def test_prompts_the_model_cannot_read_are_one_line_errors(trained, capsys, flags, expected):
     status, _, err = generate(capsys, trained[0], *flags)
