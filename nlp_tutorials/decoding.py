@@ -139,9 +139,9 @@ def continue_text(model, tokenizer, prompt: str, max_new_tokens: int, choose=gre
         raise UserError(f"--prompt {prompt!r} holds no words; expected some text, e.g. "
                         f"--prompt \"the company said\"")
     if all(i == tokenizer.unk_id for i in ids[1:]):
-        raise UserError(f"--prompt {prompt!r}: none of its words is in the model's vocabulary "
-                        f"({tokenizer.vocab_size} tokens from MRPC train); expected English "
-                        f"news words, e.g. --prompt \"the company said\"")
+        raise UserError(f"--prompt {prompt!r}: none of its words is in the model's "
+                        f"{tokenizer.vocab_size}-token vocabulary; expected English news words, "
+                        f"e.g. --prompt \"the company said\"")
     positions = model.config.max_position_embeddings
     if len(ids) > positions:
         raise UserError(f"--prompt has {len(tokens)} tokens; this model reads at most "
