@@ -19,7 +19,6 @@ import keras  # noqa: E402  (after the CLI hand-over above)
 import tensorflow as tf
 
 from nlp_tutorials import pretrained
-from nlp_tutorials.errors import UserError
 from nlp_tutorials.gpt import GPT, NSP_WEIGHT
 from nlp_tutorials.transformer import padding_mask, sparse_cross_entropy
 
@@ -55,19 +54,6 @@ class BERT(GPT):
         read the folder back. Returns its Path.
         """
         return pretrained.save_pretrained(self, directory)
-
-    def encode(self, input_ids, token_type_ids=None, attention_mask=None, training=False):
-        """:meth:`GPT.encode`, refusing sequences longer than ``max_position_embeddings``.
-
-        Positions past that limit have no embedding: truncate when tokenizing instead
-        (``max_len`` at most the limit), which cuts the longer sentence of a pair first.
-        """
-        length = input_ids.shape[-1]
-        if length is not None and length > self.config.max_position_embeddings:
-            raise UserError(f"input of {length} tokens is longer than this model's "
-                            f"max_position_embeddings={self.config.max_position_embeddings}; "
-                            f"truncate it when tokenizing")
-        return super().encode(input_ids, token_type_ids, attention_mask, training)
 
     def mask(self, ids, attention_mask=None):
         """Padding only: every real token is visible from every position. [batch, 1, 1, step]

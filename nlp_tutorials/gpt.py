@@ -19,6 +19,7 @@ import keras  # noqa: E402  (after the CLI hand-over above)
 import tensorflow as tf
 
 from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.errors import UserError
 from nlp_tutorials.transformer import (
     Embeddings, Encoder, Transformer, activation, cached_causal_mask, causal_mask,
     sparse_cross_entropy, truncated_normal)
@@ -118,7 +119,15 @@ class GPT(Transformer):
 
         Returns a dict: ``sequence_output`` [batch, step, hidden], ``pooled_output``
         [batch, hidden] and ``attentions``, one [batch, heads, step, step] tensor per layer.
+        Sequences longer than ``max_position_embeddings`` are refused (positions past it have
+        no embedding): truncate when tokenizing instead, which cuts a pair's longer sentence
+        first.
         """
+        length = input_ids.shape[-1]
+        if length is not None and length > self.config.max_position_embeddings:
+            raise UserError(f"input of {length} tokens is longer than this model's "
+                            f"max_position_embeddings={self.config.max_position_embeddings}; "
+                            f"truncate it when tokenizing")
         inputs = {"input_ids": input_ids}
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids

@@ -140,6 +140,16 @@ def test_attention_mask_hides_tokens_like_truncation(name, request):
 
 
 @pytest.mark.parametrize("name", ["gpt", "bert"])
+def test_encode_refuses_more_tokens_than_positions(name, request):
+    from nlp_tutorials.errors import UserError
+
+    model = request.getfixturevalue(name)
+    ids = random_ids(1, 25)  # max_position_embeddings is 24
+    with pytest.raises(UserError, match="input of 25 tokens .* max_position_embeddings=24"):
+        model.encode(ids)
+
+
+@pytest.mark.parametrize("name", ["gpt", "bert"])
 def test_attention_rows_sum_to_one_and_skip_padding(name, request):
     model = request.getfixturevalue(name)
     ids = random_ids(2, 9, pad_from=6)
