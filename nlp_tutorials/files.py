@@ -26,6 +26,20 @@ def write_bytes_atomic(path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def save_atomic(path, save) -> Path:
+    """Let ``save(tmp)`` write a file (e.g. ``model.save``), then rename ``tmp`` to ``path``.
+
+    ``tmp`` sits beside ``path`` and ends with the same suffixes, which Keras checks
+    (``.keras``, ``.weights.h5``). Returns ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}{''.join(path.suffixes)}")
+    save(tmp)
+    os.replace(tmp, path)
+    return path
+
+
 def read_json_object(path) -> dict:
     """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one."""
     try:

@@ -14,7 +14,6 @@ Files in ``output_dir``: ``model.keras`` (head + backbone), ``vocab.txt`` +
 import dataclasses
 import functools
 import json
-import os
 from pathlib import Path
 
 import keras
@@ -24,7 +23,7 @@ import tensorflow as tf
 from nlp_tutorials.config import FinetuneConfig, TrainConfig
 from nlp_tutorials.data import encode_pairs, load_mrpc, longest_pair_length
 from nlp_tutorials.errors import UserError
-from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.files import save_atomic, write_text_atomic
 from nlp_tutorials.heads import SequenceClassifier
 from nlp_tutorials.metrics import accuracy, f1_score, mean_std
 from nlp_tutorials.tokenization import WordTokenizer, load_tokenizer
@@ -191,11 +190,7 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
 
 def save_head(head, output_dir: Path) -> Path:
     """``head.save`` through a temporary file and a rename, so a crash never leaves half a file."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    tmp = output_dir / f".{MODEL_FILE}.tmp{os.getpid()}.keras"
-    head.save(tmp)
-    os.replace(tmp, output_dir / MODEL_FILE)
-    return output_dir / MODEL_FILE
+    return save_atomic(Path(output_dir) / MODEL_FILE, head.save)
 
 
 def load_finetuned(output_dir):

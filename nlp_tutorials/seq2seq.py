@@ -8,7 +8,6 @@ half a file.
 """
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.dates import DateTrainConfig
 from nlp_tutorials.decoding import decode, seq2seq_stepper
 from nlp_tutorials.errors import UserError
-from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.files import save_atomic, write_text_atomic
 from nlp_tutorials.training import make_optimizer
 from nlp_tutorials.transformer import Transformer
 from nlp_tutorials.visual import save_attention_pickle
@@ -70,9 +69,7 @@ def save(model, config: DateTrainConfig) -> None:
     """Write config.json, then the weights (temporary file, then rename)."""
     model_dir = Path(config.model_dir)
     model.config.save(model_dir)
-    tmp = model_dir / f".{WEIGHTS_NAME}.tmp{os.getpid()}.weights.h5"  # Keras wants this suffix
-    model.save_weights(tmp)
-    os.replace(tmp, model_dir / WEIGHTS_NAME)
+    save_atomic(model_dir / WEIGHTS_NAME, model.save_weights)
 
 
 def load(model_dir) -> Transformer:

@@ -2,7 +2,7 @@
 import pytest
 
 from nlp_tutorials.errors import UserError
-from nlp_tutorials.files import read_json_object, write_text_atomic
+from nlp_tutorials.files import read_json_object, save_atomic, write_text_atomic
 
 
 def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
@@ -28,3 +28,28 @@ def test_bad_json_names_the_file_in_one_line(tmp_path, text, expected):
         read_json_object(path)
     message = str(error.value)
     assert message.startswith(f"{path}: {expected}") and "\n" not in message
+
+
+def test_save_atomic_gives_the_writer_the_same_suffixes_and_renames(tmp_path):
+    seen = []
+
+    def save(tmp):  # like keras' save_weights, which insists on the .weights.h5 ending
+        assert str(tmp).endswith(".weights.h5") and tmp.parent == tmp_path / "m"
+        seen.append(tmp)
+        tmp.write_text("new")
+
+    path = save_atomic(tmp_path / "m" / "model.weights.h5", save)
+    assert path.read_text() == "new" and not seen[0].exists()
+    assert [p.name for p in path.parent.iterdir()] == ["model.weights.h5"]
+
+
+def test_save_atomic_keeps_the_old_file_when_the_writer_fails(tmp_path):
+    path = tmp_path / "model.keras"
+    path.write_text("old")
+
+    def failing_save(tmp):
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        save_atomic(path, failing_save)
+    assert path.read_text() == "old"
