@@ -45,9 +45,14 @@ class LanguageModelHead(keras.layers.Layer):
         self.bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros", name="bias")
 
     def call(self, x, word_embeddings):
-        x = self.norm(self.transform(x))
-        table = tf.cast(word_embeddings, x.dtype)
-        return tf.matmul(x, table, transpose_b=True) + tf.cast(self.bias, x.dtype)
+        x = self.norm(self.transform(x))  # [batch, positions, hidden]
+        table = tf.cast(word_embeddings, x.dtype)  # [vocab, hidden]
+        # One 2-D matmul: a batched one would broadcast the table over the batch, and its
+        # gradient would then sum [batch, vocab, hidden] partial products (measured: ~20% of a
+        # pre-training step).
+        flat = tf.reshape(x, [-1, tf.shape(x)[-1]])  # [batch * positions, hidden]
+        logits = tf.matmul(flat, table, transpose_b=True) + tf.cast(self.bias, x.dtype)
+        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [-1]], axis=0))
 
 
 class Pooler(keras.layers.Layer):

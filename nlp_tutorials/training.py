@@ -10,6 +10,7 @@ Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no fla
 ``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard).
 """
 import dataclasses
+import functools
 import json
 import math
 from pathlib import Path
@@ -26,6 +27,9 @@ from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_t
 
 TRAIN_CONFIG_NAME = "train_config.json"
 CHECKPOINT_DIR = "checkpoints"
+# Under --jit, batch lengths are rounded up to a multiple of this: XLA compiles each distinct
+# shape once (several seconds each), and MRPC batches would otherwise bring dozens of lengths.
+JIT_LENGTH_MULTIPLE = 16
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
@@ -197,8 +201,13 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
                            nsp_mode=config.nsp_mode, seed=config.seed,
                            whole_word_mask=config.whole_word_mask)
     # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
+    if config.jit:
+        check_xla_available()
+    # XLA compiles once per distinct shape: rounding lengths up bounds the compilations.
+    multiple = JIT_LENGTH_MULTIPLE if config.jit else 1
     batches = iter(data.dataset(config.batch_size, masked=masked).skip(start)
-                   .map(trim_padding, num_parallel_calls=tf.data.AUTOTUNE)
+                   .map(functools.partial(trim_padding, multiple=multiple),
+                        num_parallel_calls=tf.data.AUTOTUNE)
                    .prefetch(tf.data.AUTOTUNE))
     first = next(batches)
     step_fn = model.compiled_step(first, jit_compile=config.jit)
@@ -243,16 +252,28 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     return evaluate(model, tokenizer, config, printer)
 
 
-def trim_padding(batch):
-    """Cut the columns that are padding in every row: [batch, max_len] -> [batch, longest].
+def trim_padding(batch, multiple: int = 1):
+    """Cut the columns that are padding in every row: [batch, max_len] -> [batch, length].
 
+    ``length`` is the longest row rounded up to a multiple of ``multiple`` (at most max_len).
     MRPC pairs average 49 word tokens against a longest of 100, so most of a fixed-length batch
     is padding; attention and dense layers cost in proportion to length.
     """
     lengths = tf.reduce_sum(tf.cast(batch["input_ids"] != 0, tf.int32), axis=1)  # [PAD] is 0
-    longest = tf.reduce_max(lengths)
+    longest = tf.minimum(-(-tf.reduce_max(lengths) // multiple) * multiple,
+                         tf.shape(batch["input_ids"])[1])
     return {name: value[:, :longest] if name in ("input_ids", "token_type_ids") else value
             for name, value in batch.items()}
+
+
+def check_xla_available():
+    """Raise UserError in one line when this TensorFlow cannot XLA-compile (for ``--jit``)."""
+    try:
+        tf.function(lambda x: x * 2.0, jit_compile=True)(tf.ones([2])).numpy()
+    except (tf.errors.OpError, NotImplementedError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"--jit: this TensorFlow build cannot XLA-compile ({reason}); "
+                        f"run without --jit") from None
 
 
 def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:

@@ -1,4 +1,5 @@
 """The maths of Transformer, GPT and BERT, checked against numpy and against invariants."""
+import functools
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -257,8 +258,10 @@ def test_lm_head_is_tied_to_word_embeddings(bert):
     np.testing.assert_allclose(bert.pretraining_heads(x, x[:, 0])[0].numpy(), expected, atol=1e-5)
 
 
-def test_gathered_mlm_loss_equals_all_position_reference(bert):
-    """Projecting only the chosen positions changes the cost, never the loss or gradients."""
+@pytest.mark.parametrize("compiled", ["eager", "graph", "xla"])
+def test_gathered_mlm_loss_equals_all_position_reference(bert, compiled):
+    """Projecting only the chosen positions changes the cost, never the loss or gradients,
+    eagerly, as a tf.function or XLA-compiled (the fast path ``train --jit`` takes)."""
     ids = random_ids(4, 10, seed=8, pad_from=9)
     batch = pretraining_batch(ids)
     batch["mlm_weights"][1, 2] = 0.0  # a padded prediction slot
@@ -282,14 +285,21 @@ def test_gathered_mlm_loss_equals_all_position_reference(bert):
         return bert.step(batch, training=False)["mlm_loss"]
 
     variables = bert.trainable_variables
-    results = []
-    for loss_fn in (reference_loss, gathered_loss):
+
+    def loss_and_gradients(loss_fn):
         with tf.GradientTape() as tape:
             loss = loss_fn()
-        grads = tape.gradient(loss, variables)
-        results.append((float(loss), [tf.convert_to_tensor(g).numpy() if g is not None else None
-                                      for g in grads]))
-    (ref_loss, ref_grads), (loss, grads) = results
+        return loss, [tf.convert_to_tensor(g) if g is not None else None
+                      for g in tape.gradient(loss, variables)]
+
+    ref_loss, ref_grads = loss_and_gradients(reference_loss)
+    fast = functools.partial(loss_and_gradients, gathered_loss)
+    if compiled != "eager":
+        fast = tf.function(fast, jit_compile=compiled == "xla")
+    loss, grads = fast()
+    ref_loss, loss = float(ref_loss), float(loss)
+    ref_grads = [g.numpy() if g is not None else None for g in ref_grads]
+    grads = [g.numpy() if g is not None else None for g in grads]
     assert loss == pytest.approx(ref_loss, abs=1e-5)
     for name, expected, actual in zip([v.path for v in variables], ref_grads, grads):
         if expected is None:

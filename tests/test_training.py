@@ -196,3 +196,43 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     step = saved_step(model_dir)
     assert 3 <= step < 5000
     assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{step}")
+
+
+def test_trim_padding_rounds_lengths_up_for_xla():
+    from nlp_tutorials.training import trim_padding
+
+    ids = np.zeros((2, 40), np.int32)
+    ids[0, :5] = 7
+    ids[1, :19] = 7  # longest row: 19 real tokens
+    batch = {"input_ids": ids, "token_type_ids": np.zeros_like(ids),
+             "nsp_labels": np.array([0, 1], np.int32)}
+    assert trim_padding(batch)["input_ids"].shape == (2, 19)
+    rounded = trim_padding(batch, multiple=16)
+    assert rounded["input_ids"].shape == rounded["token_type_ids"].shape == (2, 32)
+    np.testing.assert_array_equal(rounded["input_ids"], ids[:, :32])
+    assert rounded["nsp_labels"].shape == (2,)
+    assert trim_padding(batch, multiple=64)["input_ids"].shape == (2, 40)  # never past max_len
+
+
+def test_jit_without_xla_is_one_line(monkeypatch):
+    import tensorflow as tf
+
+    from nlp_tutorials import training
+
+    def no_xla(*args, jit_compile=None, **kwargs):
+        assert jit_compile, "the probe must ask for XLA"
+        raise tf.errors.UnimplementedError(None, None, "XLA is not linked into this binary\nmore")
+
+    monkeypatch.setattr(tf, "function", no_xla)
+    with pytest.raises(UserError) as error:
+        training.check_xla_available()
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith("--jit: this TensorFlow build cannot XLA-compile")
+    assert "XLA is not linked into this binary" in message and "run without --jit" in message
+
+
+def test_jit_probe_passes_where_xla_exists():
+    from nlp_tutorials import training
+
+    training.check_xla_available()
