@@ -170,6 +170,10 @@ def add_finetune_commands(commands):
         help=f"last train pairs held out to pick the best epoch (default {defaults.dev_size})")
     add("--no-swap", dest="swap_augment", action="store_false",
         help="do not add each train pair in the other sentence order")
+    add("--pooling", choices=("cls", "mean"), default=defaults.pooling,
+        help="what the classifier reads: 'cls' (BERT's pooled [CLS] vector, default) or "
+             "'mean' (the average of the final token vectors, as sentence-embedding models "
+             "such as all-MiniLM-L6-v2 were trained)")
 
     predict = commands.add_parser("predict", help="label sentence pairs with the fine-tuned "
                                                   "model (TSV: s1<TAB>s2, or MRPC rows)")

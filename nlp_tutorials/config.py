@@ -229,3 +229,4 @@ class FinetuneConfig:
     seeds: int = 1
     dev_size: int = 408
     swap_augment: bool = True
+    pooling: str = "cls"

@@ -141,7 +141,7 @@ def finetune_once(config: FinetuneConfig, seed: int, printer=print):
     dev = encode(tokenizer, dev_pairs, max_len)
     test = encode(tokenizer, load_mrpc("test"), max_len)
     keras.utils.set_random_seed(seed)
-    head = SequenceClassifier(backbone, num_labels=2)
+    head = SequenceClassifier(backbone, num_labels=2, pooling=config.pooling)
     steps_per_epoch = len(train["labels"]) // config.batch_size
     head.compile(optimizer=make_optimizer(config.learning_rate,
                                           config.epochs * steps_per_epoch))

@@ -112,26 +112,42 @@ class Head(keras.Model):
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
 class SequenceClassifier(Head):
-    """One label (or score) per sequence or sentence pair, read from the pooled [CLS] vector.
+    """One label (or score) per sequence or sentence pair, read from one summary vector.
 
+    ``pooling="cls"`` (BERT's way) reads the backbone's pooled [CLS] vector; ``"mean"`` averages
+    the final token vectors over the real (non-padding) tokens, the summary sentence-embedding
+    models such as all-MiniLM-L6-v2 were trained to produce.
     ``call(inputs)`` -> logits [batch, num_labels]. ``num_labels=1`` is regression (STS-B's
     similarity score): the single logit is the prediction.
     Batch for :meth:`loss_and_metrics`: ``input_ids``, ``token_type_ids`` [batch, step];
     ``labels`` [batch]: int class ids, or float targets when ``num_labels=1``.
     """
 
-    def __init__(self, backbone, num_labels: int = 2, dropout=None, **kwargs):
+    POOLINGS = ("cls", "mean")
+
+    def __init__(self, backbone, num_labels: int = 2, dropout=None, pooling: str = "cls",
+                 **kwargs):
         super().__init__(backbone, **kwargs)
+        if pooling not in self.POOLINGS:
+            raise ValueError(f"pooling={pooling!r}: expected one of {self.POOLINGS}")
         self.num_labels = num_labels
+        self.pooling = pooling
         self.dropout_rate = default_dropout(backbone, dropout)
         self.dropout = keras.layers.Dropout(self.dropout_rate)
         self.classifier = self.dense(num_labels, "classifier")
         self.build_weights()
 
     def call(self, inputs, training=False):
-        pooled = self.encode(inputs["input_ids"], inputs.get("token_type_ids"),
-                             training)["pooled_output"]  # [batch, hidden]
-        return self.classifier(self.dropout(pooled, training=training))  # [batch, num_labels]
+        ids = inputs["input_ids"]
+        outputs = self.encode(ids, inputs.get("token_type_ids"), training)
+        if self.pooling == "cls":
+            summary = outputs["pooled_output"]  # [batch, hidden]
+        else:
+            x = outputs["sequence_output"]  # [batch, step, hidden]
+            real = tf.cast(self.is_real(ids), x.dtype)[:, :, tf.newaxis]  # [batch, step, 1]
+            summary = tf.reduce_sum(x * real, axis=1) / tf.maximum(
+                tf.reduce_sum(real, axis=1), 1.0)  # [batch, hidden]
+        return self.classifier(self.dropout(summary, training=training))  # [batch, num_labels]
 
     def loss_and_metrics(self, batch, training=False):
         """Sparse cross-entropy and accuracy; mean squared error when ``num_labels=1``."""
@@ -146,7 +162,7 @@ class SequenceClassifier(Head):
 
     def get_config(self):
         return {**super().get_config(), "num_labels": self.num_labels,
-                "dropout": self.dropout_rate}
+                "dropout": self.dropout_rate, "pooling": self.pooling}
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")

@@ -60,6 +60,7 @@ def random_batch(seed=0, batch=3, step=7, choices=None):
 HEADS = {
     "classifier": lambda backbone: SequenceClassifier(backbone, num_labels=3, dropout=0.2),
     "regressor": lambda backbone: SequenceClassifier(backbone, num_labels=1),
+    "mean_pooled": lambda backbone: SequenceClassifier(backbone, num_labels=3, pooling="mean"),
     "tagger": lambda backbone: TokenClassifier(backbone, num_labels=3),
     "span": SpanExtractor,
     "choice": lambda backbone: MultipleChoice(backbone, dropout=0.3),
@@ -92,6 +93,7 @@ def heads():
 
 def test_output_shapes_and_dropout(heads):
     expected = {"classifier": {"logits": (3, 3)}, "regressor": {"logits": (3, 1)},
+                "mean_pooled": {"logits": (3, 3)},
                 "tagger": {"logits": (3, 7, 3)},
                 "span": {"start_logits": (3, 7), "end_logits": (3, 7)},
                 "choice": {"logits": (3, 4)}}
@@ -101,6 +103,19 @@ def test_output_shapes_and_dropout(heads):
         assert all(np.isfinite(value).all() for value in outputs.values())
     assert heads["classifier"].dropout_rate == 0.2
     assert heads["regressor"].dropout_rate == heads["tagger"].dropout_rate == 0.1
+
+
+def test_mean_pooling_averages_real_token_vectors(heads):
+    """pooling="mean": the classifier reads the numpy mean of the real tokens' final vectors."""
+    head = heads["mean_pooled"]
+    inputs = inputs_of(head_batch("mean_pooled", seed=6))
+    tokens = head.backbone(inputs, training=False)["sequence_output"].numpy()
+    real = inputs["input_ids"] != PAD
+    mean = np.stack([tokens[row][real[row]].mean(axis=0) for row in range(len(tokens))])
+    kernel, bias = (w.numpy() for w in head.classifier.weights)
+    np.testing.assert_allclose(head(inputs).numpy(), mean @ kernel + bias, atol=1e-5)
+    with pytest.raises(ValueError, match="pooling='max'"):
+        SequenceClassifier(head.backbone, pooling="max")
 
 
 def test_heads_accept_a_gpt_backbone():
@@ -157,7 +172,7 @@ def test_loss_matches_numpy(name, heads):
     outputs = numpy_outputs(head(inputs_of(batch)))
     if name == "regressor":
         expected = np.mean((outputs["logits"][:, 0] - batch["labels"]) ** 2)
-    elif name in ("classifier", "choice"):
+    elif name in ("classifier", "mean_pooled", "choice"):
         logp = log_softmax(outputs["logits"])
         expected = -logp[np.arange(3), batch["labels"]].mean()
         accuracy = np.mean(outputs["logits"].argmax(-1) == batch["labels"])
@@ -173,7 +188,7 @@ def test_loss_matches_numpy(name, heads):
     assert float(metrics["loss"]) == float(loss)
 
 
-@pytest.mark.parametrize("name", ["classifier", "tagger", "span", "choice"])
+@pytest.mark.parametrize("name", ["classifier", "mean_pooled", "tagger", "span", "choice"])
 def test_save_and_load_give_identical_predictions(name, heads, tmp_path):
     head = heads[name]
     path = tmp_path / f"{name}.keras"
