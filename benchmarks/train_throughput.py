@@ -81,7 +81,8 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bench_config(name, c, steps, warmup, jit):
+def compiled_step_and_batches(c, jit):
+    """(the compiled training step of a fresh BERT shaped as ``c``, 8 synthetic batches)."""
     predictions = default_max_predictions(c["seq"])
     config = ModelConfig(vocab_size=c["vocab"], hidden_size=c["hidden"],
                          num_hidden_layers=c["layers"], num_attention_heads=c["heads"],
@@ -90,7 +91,12 @@ def bench_config(name, c, steps, warmup, jit):
     model.compile(optimizer=make_optimizer(1e-4, 10_000))
     rng = np.random.default_rng(0)
     batches = [synthetic_batch(c, predictions, rng) for _ in range(8)]
-    step = model.compiled_step(batches[0], jit_compile=jit)
+    return model.compiled_step(batches[0], jit_compile=jit), batches
+
+
+def bench_config(name, c, steps, warmup, jit):
+    predictions = default_max_predictions(c["seq"])
+    step, batches = compiled_step_and_batches(c, jit)
     for i in range(warmup):
         step(batches[i % 8])["loss"].numpy()
     times = []
