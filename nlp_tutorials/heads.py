@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.transformer import (
-    MASK_VALUE, Transformer, global_sum, sparse_cross_entropy, truncated_normal)
+    MASK_VALUE, Transformer, dense_gradients, global_sum, sparse_cross_entropy,
+    truncated_normal)
 
 
 def default_dropout(backbone, dropout):
@@ -94,7 +95,7 @@ class Head(keras.Model):
         variables = self.trainable_variables
         with tape:  # record the loss scale too (see Transformer.apply_gradients)
             scaled = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, variables)
+        grads = dense_gradients(tape.gradient(scaled, variables))
         self.optimizer.apply_gradients(
             [(grad, var) for grad, var in zip(grads, variables) if grad is not None])
 

@@ -353,6 +353,18 @@ def sparse_cross_entropy(labels, logits, weights):
     return tf.reduce_sum(per_token * weights) / total, tf.reduce_sum(hits * weights) / total
 
 
+def dense_gradients(grads):
+    """Gradients with every ``tf.IndexedSlices`` summed into a dense tensor (None kept).
+
+    An embedding lookup's gradient is IndexedSlices holding one row per use, so a row used
+    twice appears twice (segment ids in every sequence; every position once per replica after
+    a tf.distribute all-reduce). Keras' Adam squares those rows one by one, which makes its
+    second moment a sum of squares instead of the square of the sum; summed first, the update
+    is Adam's. Adam's first moment densifies the gradient anyway, so this costs nothing extra.
+    """
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+
+
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
 class Transformer(keras.Model):
     """Encoder-decoder Transformer for sequence-to-sequence tasks.
@@ -457,7 +469,7 @@ class Transformer(keras.Model):
         # (outside the tape every gradient would be None); otherwise it returns ``loss``.
         with tape:
             scaled = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, self.trainable_variables)
+        grads = dense_gradients(tape.gradient(scaled, self.trainable_variables))
         self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
 
     def compiled_step(self, batch, jit_compile: bool = False, training: bool = True):
