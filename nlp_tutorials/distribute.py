@@ -13,6 +13,7 @@ sums right:
 Flags are checked (:func:`check_flags`, :func:`parse_tf_config`) before TensorFlow is imported,
 so this module imports it only inside the functions that need it.
 """
+import functools
 import json
 import os
 from pathlib import Path
@@ -102,11 +103,15 @@ def worker_dir(directory, strategy: str) -> Path:
     return Path(directory) / "workers" / f"{task['type']}-{task['index']}"
 
 
+@functools.cache
 def make_strategy(name: str, cpu_replicas: int = 0):
     """The ``tf.distribute.Strategy`` called ``name`` (one of :data:`STRATEGIES`).
 
     Call it before TensorFlow runs anything else: logical CPU devices and the multi-worker
-    runtime can only be set up in a fresh process.
+    runtime can only be set up in a fresh process. A process gets one strategy per name (the
+    same object on every call): strategies hold process-wide state (two MirroredStrategy
+    objects on the same CPUs were seen to mix up their collective ops, a multi-worker cluster
+    starts once, TPU initialisation wipes the TPU).
 
     - ``default``: the one device TensorFlow picks (no distribution).
     - ``mirrored``: a replica per local GPU; without GPUs, ``cpu_replicas`` logical devices
@@ -125,7 +130,11 @@ def make_strategy(name: str, cpu_replicas: int = 0):
                             f"GPU(s), which --strategy mirrored uses; drop --cpu-replicas")
         if gpus:
             return tf.distribute.MirroredStrategy()
-        return tf.distribute.MirroredStrategy(cpu_devices(max(cpu_replicas, 1)))
+        # Logical CPUs share one memory, so summing on one of them is as good as a collective
+        # all-reduce, and it avoids TensorFlow's collective ops, which mixed up the gradients
+        # of a second model trained in the same process (tensorflow/tensorflow#62790).
+        return tf.distribute.MirroredStrategy(cpu_devices(max(cpu_replicas, 1)),
+                                              tf.distribute.ReductionToOneDevice())
     if name == "multiworker":
         parse_tf_config()
         return tf.distribute.MultiWorkerMirroredStrategy()

@@ -29,16 +29,19 @@ def environment(**extra):
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": path, **extra}
 
 
-def two_replicas(scenario: str, work: Path) -> dict:
-    result = subprocess.run([sys.executable, str(ROOT / "tests" / "two_replicas.py"), scenario,
-                             str(work)], capture_output=True, text=True, timeout=300,
-                            env=environment(), cwd=ROOT)
+@pytest.fixture(scope="module")
+def two_replicas(tmp_path_factory) -> dict:
+    """The figures tests/two_replicas.py prints, run once for the tests below."""
+    work = tmp_path_factory.mktemp("two_replicas")
+    result = subprocess.run([sys.executable, str(ROOT / "tests" / "two_replicas.py"), str(work)],
+                            capture_output=True, text=True, timeout=300, env=environment(),
+                            cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_one_mirrored_step_equals_one_single_device_step(tmp_path):
-    figures = two_replicas("one_step", tmp_path)
+def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
+    figures = two_replicas["one_step"]
     assert figures["replicas"] == 2
     for name in ("bert_sgd", "gpt_sgd", "bert_adamw"):
         run = figures[name]
@@ -53,10 +56,10 @@ def test_one_mirrored_step_equals_one_single_device_step(tmp_path):
         assert abs(run["mean_of_replica_means"] - run["single_loss"]) > 1e-3, name
 
 
-def test_checkpoints_resume_across_strategies(tmp_path):
+def test_checkpoints_resume_across_strategies(two_replicas):
     """6 steps on one device; its step-2 checkpoint resumed under mirrored; that run's step-4
     checkpoint resumed on one device: all three end at the same weights (no dropout)."""
-    figures = two_replicas("resume", tmp_path)
+    figures = two_replicas["resume"]
     assert figures["steps"] == [6, 6, 6]
     assert figures["mirrored_resume_vs_single"] < 1e-5
     assert figures["single_resume_vs_single"] < 1e-5
@@ -78,7 +81,9 @@ def test_two_workers_train_and_agree(tmp_path):
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     model_dir = tmp_path / "bert"  # shared, as on a shared file system
     workers = [subprocess.Popen(
-        [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", "4",
+        # Batches of 32 only to shorten the test-split evaluation each worker ends with.
+        [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY[:-2], "--batch-size", "32",
+         "--steps", "4",
          "--strategy", "multiworker", "--model-dir", str(model_dir), "--no-plots"],
         env=environment(TF_CONFIG=json.dumps({"cluster": cluster,
                                               "task": {"type": "worker", "index": index}})),
