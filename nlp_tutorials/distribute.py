@@ -109,9 +109,8 @@ def make_strategy(name: str, cpu_replicas: int = 0):
 
     Call it before TensorFlow runs anything else: logical CPU devices and the multi-worker
     runtime can only be set up in a fresh process. A process gets one strategy per name (the
-    same object on every call): strategies hold process-wide state (two MirroredStrategy
-    objects on the same CPUs were seen to mix up their collective ops, a multi-worker cluster
-    starts once, TPU initialisation wipes the TPU).
+    same object on every call), as strategies set up process-wide state: the logical CPU
+    devices are made once, a multi-worker cluster starts once, TPU initialisation wipes the TPU.
 
     - ``default``: the one device TensorFlow picks (no distribution).
     - ``mirrored``: a replica per local GPU; without GPUs, ``cpu_replicas`` logical devices

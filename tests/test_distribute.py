@@ -263,3 +263,19 @@ def test_no_tpu_is_one_line(monkeypatch):
     monkeypatch.delenv("TPU_NAME", raising=False)
     with pytest.raises(UserError, match="--strategy tpu: no TPU found"):
         make_strategy("tpu")
+
+
+def test_only_the_chief_writes_into_the_model_dir(monkeypatch):
+    from nlp_tutorials.distribute import is_chief, worker_dir
+
+    cluster = {"worker": ["a:1", "b:2"]}
+    for task, chief, folder in [({"type": "worker", "index": 0}, True, "run"),
+                                ({"type": "worker", "index": 1}, False, "run/workers/worker-1")]:
+        monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
+        assert is_chief("multiworker") is chief
+        assert worker_dir("run", "multiworker") == Path(folder)
+        assert is_chief("mirrored") and worker_dir("run", "mirrored") == Path("run")
+    # With a "chief" task in the cluster, worker 0 is not the chief.
+    monkeypatch.setenv("TF_CONFIG", json.dumps(
+        {"cluster": {"chief": ["c:0"], **cluster}, "task": {"type": "worker", "index": 0}}))
+    assert not is_chief("multiworker")
