@@ -217,6 +217,12 @@ def compiled_step(strategy, model, batch, jit_compile: bool = False, training: b
 
     replicas = strategy.num_replicas_in_sync
     check_batch_size(int(next(iter(batch.values())).shape[0]), strategy)
+    if jit_compile and replicas > 1:
+        # XLA compiles the whole step for one device and cannot reach the other replicas'
+        # variables (measured on 2 CPU replicas: "Trying to access resource ... located in
+        # device CPU:1 from device CPU:0").
+        raise UserError(f"--jit compiles the step for one device; with {replicas} replicas "
+                        f"drop --jit, or use --strategy default")
     # The optimizer's slots are made now, as distributed variables: inside the first trace
     # they would force a second one.
     with strategy.scope():

@@ -43,6 +43,8 @@ def two_replicas(tmp_path_factory) -> dict:
 def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
     figures = two_replicas["one_step"]
     assert figures["replicas"] == 2
+    assert figures["jit_error"] == ("--jit compiles the step for one device; with 2 replicas "
+                                    "drop --jit, or use --strategy default")
     for name in ("bert_sgd", "gpt_sgd", "bert_adamw"):
         run = figures[name]
         assert run["single_loss"] == pytest.approx(run["mirrored_loss"], abs=1e-5), name

@@ -5,7 +5,8 @@ process. ``python tests/two_replicas.py <work dir>`` prints one JSON line of fig
 per scenario; the assertions live in test_distribute.py.
 
 - ``one_step``: one step of a tiny BERT and GPT on a single device and under ``mirrored`` (2
-  CPU replicas), same weights and global batch: the losses and the updated weights.
+  CPU replicas), same weights and global batch: the losses and the updated weights; and the
+  error ``--jit`` gets with 2 replicas.
 - ``resume``: pre-train 6 steps on one device; resume its step-2 checkpoint under ``mirrored``;
   resume that run's step-4 checkpoint (saved under ``mirrored``) on one device again; the
   final weights of the three runs.
@@ -29,6 +30,7 @@ import tensorflow as tf  # noqa: E402
 
 from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig, TrainConfig  # noqa: E402
+from nlp_tutorials.errors import UserError  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
 from nlp_tutorials.training import make_optimizer, pretrain  # noqa: E402
 
@@ -94,7 +96,12 @@ def one_step(cls, config, optimizer):
 def scenario_one_step(work):
     sgd = lambda: keras.optimizers.SGD(learning_rate=1.0)  # noqa: E731
     adamw = lambda: make_optimizer(1e-3, 10)  # noqa: E731
-    return {"replicas": MIRRORED.num_replicas_in_sync,
+    try:
+        distribute.compiled_step(MIRRORED, BERT(tiny("bert")), global_batch(), jit_compile=True)
+        jit_error = None
+    except UserError as error:
+        jit_error = str(error)
+    return {"replicas": MIRRORED.num_replicas_in_sync, "jit_error": jit_error,
             "bert_sgd": one_step(BERT, tiny("bert"), sgd),
             "gpt_sgd": one_step(GPT, tiny("gpt"), sgd),
             "bert_adamw": one_step(BERT, tiny("bert"), adamw)}
