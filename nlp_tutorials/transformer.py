@@ -360,7 +360,7 @@ def dense_gradients(grads):
     twice appears twice (segment ids in every sequence; every position once per replica after
     a tf.distribute all-reduce). Keras' Adam squares those rows one by one, which makes its
     second moment a sum of squares instead of the square of the sum; summed first, the update
-    is Adam's. Adam's first moment densifies the gradient anyway, so this costs nothing extra.
+    is Adam's. Adam's first-moment update (gradient minus a dense slot) densifies it anyway.
     """
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
