@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nlp_tutorials.config import FinetuneConfig, TrainConfig
+from nlp_tutorials.distribute import PRECISIONS, STRATEGIES, check_flags, is_chief
 from nlp_tutorials.errors import UserError
 
 DEFAULT_EXPORT_EXAMPLES = 32
@@ -102,6 +103,7 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     add("--sample-every", type=positive_int,
         help=f"steps between printed example predictions (default {defaults.sample_every})")
     add("--jit", action="store_true", default=None, help="XLA-compile the training step")
+    add_distribute_flags(add)
     add("--resume", action="store_true", help="continue from the newest checkpoint in --model-dir")
     add("--no-plots", action="store_true",
         help="skip the attention export and pictures at the end")
@@ -121,6 +123,27 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     if model_name == "gpt":
         add_generate_command(commands, defaults.model_dir)
     return parser
+
+
+def add_distribute_flags(add, defaults=None):
+    """--strategy, --cpu-replicas, --precision (see docs/scaling.md).
+
+    ``defaults``: the FinetuneConfig whose values become the flags' defaults, or None (train,
+    which needs to tell a given flag from an absent one for --resume).
+    """
+    def default(name):
+        return None if defaults is None else getattr(defaults, name)
+
+    add("--strategy", choices=STRATEGIES, default=default("strategy"),
+        help="where the step runs: 'default' (one device), 'mirrored' (every local GPU, or "
+             "--cpu-replicas logical CPUs), 'multiworker' (the cluster in TF_CONFIG), 'tpu'; "
+             "--batch-size is the global batch, split across replicas (default default)")
+    add("--cpu-replicas", type=positive_int, default=default("cpu_replicas"),
+        help="with --strategy mirrored on a machine without GPUs: split the CPU into this "
+             "many logical devices, one replica each (default 1)")
+    add("--precision", choices=PRECISIONS, default=default("precision"),
+        help="'float32' (default), or Keras mixed precision: 'mixed_float16' (with loss "
+             "scaling; GPUs) or 'mixed_bfloat16' (TPUs, recent GPUs and CPUs)")
 
 
 def add_plot_command(commands, model_name: str):
@@ -174,6 +197,7 @@ def add_finetune_commands(commands):
         help="what the classifier reads: 'cls' (BERT's pooled [CLS] vector, default) or "
              "'mean' (the average of the final token vectors, as sentence-embedding models "
              "such as all-MiniLM-L6-v2 were trained)")
+    add_distribute_flags(add, defaults)
 
     predict = commands.add_parser("predict", help="label sentence pairs with the fine-tuned "
                                                   "model (TSV: s1<TAB>s2, or MRPC rows)")
@@ -199,6 +223,7 @@ def train_config(model_name: str, args) -> tuple:
     config = dataclasses.replace(defaults, **{name: getattr(args, name) for name in given})
     if config.dim % config.heads:
         raise UserError(f"--dim {config.dim} is not divisible by --heads {config.heads}")
+    check_flags(config.strategy, config.cpu_replicas)
     return config, given
 
 
@@ -222,7 +247,8 @@ def main(model_name: str, argv=None) -> int:
             except KeyboardInterrupt:
                 print("interrupted: checkpoint saved; continue with --resume", file=sys.stderr)
                 return 130
-            if not args.no_plots:
+            # Only the chief of a multi-worker run draws: the others hold copies of its weights.
+            if not args.no_plots and is_chief(config.strategy):
                 pickle_path = export(config.model_dir, DEFAULT_EXPORT_EXAMPLES,
                                      default_pickle(model_name), model_name)
                 plot(pickle_path, "visual/results", 0, None, None, model_name)
@@ -256,6 +282,7 @@ def finetune_config(args) -> FinetuneConfig:
     if config.init_from and not Path(config.init_from).is_dir():
         raise UserError(f"--init-from {config.init_from}: no such folder; expected a pretrained "
                         f"BERT folder (config.json or bert_config.json, vocab.txt, weights)")
+    check_flags(config.strategy, config.cpu_replicas)
     return config
 
 

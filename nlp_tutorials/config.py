@@ -168,6 +168,8 @@ class TrainConfig:
     up linearly over the first ``warmup_fraction`` of them and then decays linearly to 0.
     ``tokenizer`` is "word" (whole words) or "wordpiece" (a ``vocab_size`` sub-word vocabulary
     learned from MRPC train); ``whole_word_mask`` masks all pieces of a word together.
+    ``strategy``, ``cpu_replicas`` and ``precision`` say where and how the step runs (see
+    :mod:`nlp_tutorials.distribute`); ``batch_size`` is the global batch, split across replicas.
     """
 
     model_type: str = "bert"
@@ -192,11 +194,16 @@ class TrainConfig:
     checkpoint_every: int = 250
     keep_checkpoints: int = 3
     jit: bool = False
+    strategy: str = "default"
+    cpu_replicas: int = 0  # 0: not given (mirrored uses the GPUs, or the CPU as one replica)
+    precision: str = "float32"
 
-    # Fields that fix the model's shape or data: a resumed run must keep them.
+    # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
+    # not one of them (a checkpoint resumes under any), but the precision is: float16's loss
+    # scale is optimizer state the checkpoint holds.
     FROZEN = ("model_type", "dim", "layers", "heads", "max_len", "nsp_mode", "seed",
               "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay",
-              "tokenizer", "vocab_size", "whole_word_mask")
+              "tokenizer", "vocab_size", "whole_word_mask", "precision")
 
     def model_config(self, vocab_size: int, max_len: int) -> ModelConfig:
         return ModelConfig(model_type=self.model_type, vocab_size=vocab_size,
@@ -214,7 +221,8 @@ class FinetuneConfig:
     The backbone comes from ``init_from`` (a real pretrained BERT folder, HuggingFace or Google
     format) when set, else from the ``train`` checkpoint in ``model_dir``, else (``from_scratch``)
     it is freshly initialised. Pairs longer than ``max_len`` tokens (also capped by the model's
-    ``max_position_embeddings``) are truncated longest-sentence-first.
+    ``max_position_embeddings``) are truncated longest-sentence-first. ``strategy``,
+    ``cpu_replicas`` and ``precision`` are as in :class:`TrainConfig`.
     """
 
     model_dir: str = "visual/models/bert"
@@ -230,3 +238,6 @@ class FinetuneConfig:
     dev_size: int = 408
     swap_augment: bool = True
     pooling: str = "cls"
+    strategy: str = "default"
+    cpu_replicas: int = 0
+    precision: str = "float32"

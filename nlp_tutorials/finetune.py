@@ -20,6 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials import distribute
 from nlp_tutorials.config import FinetuneConfig, TrainConfig
 from nlp_tutorials.data import encode_pairs, load_mrpc, longest_pair_length
 from nlp_tutorials.errors import UserError
@@ -113,8 +114,10 @@ def _paraphrase_forward(head):
     """One traced inference function per head, so repeated evaluations do not retrace."""
     signature = {name: tf.TensorSpec([None, None], tf.int32)
                  for name in ("input_ids", "token_type_ids")}
-    return tf.function(lambda b: tf.nn.softmax(head(b, training=False))[:, 1],
-                       input_signature=[signature])
+    # Logits may be float16 under mixed precision; the probabilities are float32.
+    return tf.function(
+        lambda b: tf.nn.softmax(tf.cast(head(b, training=False), tf.float32))[:, 1],
+        input_signature=[signature])
 
 
 def paraphrase_probabilities(head, arrays: dict, batch_size: int = 64) -> np.ndarray:
@@ -132,25 +135,31 @@ def scores(head, arrays) -> dict:
             "f1": f1_score(arrays["labels"], predictions)}
 
 
-def finetune_once(config: FinetuneConfig, seed: int, printer=print):
-    """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores)."""
-    backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed))
+def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
+    """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores).
+
+    The head trains under ``strategy`` (its variables live on every replica); scoring runs on
+    one device.
+    """
+    with strategy.scope():
+        backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed))
     max_len = min(config.max_len, backbone.config.max_position_embeddings)
     train_pairs, dev_pairs = split_train_dev(load_mrpc("train"), config.dev_size)
     train = encode(tokenizer, train_pairs, max_len, swap=config.swap_augment)
     dev = encode(tokenizer, dev_pairs, max_len)
     test = encode(tokenizer, load_mrpc("test"), max_len)
     keras.utils.set_random_seed(seed)
-    head = SequenceClassifier(backbone, num_labels=2, pooling=config.pooling)
     steps_per_epoch = len(train["labels"]) // config.batch_size
-    head.compile(optimizer=make_optimizer(config.learning_rate,
-                                          config.epochs * steps_per_epoch))
+    with strategy.scope():
+        head = SequenceClassifier(backbone, num_labels=2, pooling=config.pooling)
+        head.compile(optimizer=make_optimizer(config.learning_rate,
+                                              config.epochs * steps_per_epoch))
     rng = np.random.default_rng(seed)
     step_fn = None
     best = (-1.0, None, None)
     for epoch in range(1, config.epochs + 1):
         for batch in batches(train, config.batch_size, rng, drop_remainder=True):
-            step_fn = step_fn or head.compiled_step(batch)
+            step_fn = step_fn or distribute.compiled_step(strategy, head, batch)
             metrics = step_fn(batch)
         dev_scores = scores(head, dev)
         printer(f"seed {seed} epoch {epoch}: train loss {float(metrics['loss']):.3f}, "
@@ -166,11 +175,19 @@ def finetune_once(config: FinetuneConfig, seed: int, printer=print):
 
 
 def finetune(config: FinetuneConfig, printer=print) -> dict:
-    """Fine-tune with ``seeds`` seeds; save the best-on-dev head; return the test summary."""
+    """Fine-tune with ``seeds`` seeds; save the best-on-dev head; return the test summary.
+
+    Under ``--strategy multiworker`` the workers other than the chief write into a sub-folder
+    of ``output_dir`` (see :func:`nlp_tutorials.distribute.worker_dir`).
+    """
+    # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
+    strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
+    distribute.check_batch_size(config.batch_size, strategy)
+    distribute.set_precision(config.precision)
     runs = []
     kept = None
     for seed in range(config.seed, config.seed + config.seeds):
-        head, tokenizer, dev, test = finetune_once(config, seed, printer)
+        head, tokenizer, dev, test = finetune_once(config, seed, strategy, printer)
         runs.append({"seed": seed, "dev": dev, "test": test})
         if kept is None or dev["accuracy"] > kept[2]:
             kept = (head, tokenizer, dev["accuracy"])
@@ -178,7 +195,7 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     printer(f"MRPC test over {len(runs)} seed(s): accuracy {100 * summary['accuracy'][0]:.1f} "
             f"± {100 * summary['accuracy'][1]:.1f}%, F1 {100 * summary['f1'][0]:.1f} "
             f"± {100 * summary['f1'][1]:.1f}")
-    output_dir = Path(config.output_dir)
+    output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
     write_text_atomic(output_dir / RESULTS_FILE, json.dumps(

@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.transformer import (
-    MASK_VALUE, Transformer, sparse_cross_entropy, truncated_normal)
+    MASK_VALUE, Transformer, dense_gradients, global_sum, sparse_cross_entropy,
+    truncated_normal)
 
 
 def default_dropout(backbone, dropout):
@@ -92,7 +93,9 @@ class Head(keras.Model):
         gradient, which it would warn about.
         """
         variables = self.trainable_variables
-        grads = tape.gradient(self.optimizer.scale_loss(loss), variables)
+        with tape:  # record the loss scale too (see Transformer.apply_gradients)
+            scaled = self.optimizer.scale_loss(loss)
+        grads = dense_gradients(tape.gradient(scaled, variables))
         self.optimizer.apply_gradients(
             [(grad, var) for grad, var in zip(grads, variables) if grad is not None])
 
@@ -155,7 +158,9 @@ class SequenceClassifier(Head):
         labels = batch["labels"]
         if self.num_labels == 1:
             error = tf.cast(logits[:, 0], tf.float32) - tf.cast(labels, tf.float32)
-            loss = tf.reduce_mean(tf.square(error))
+            # The mean over the global batch (see sparse_cross_entropy), not this replica's.
+            count = global_sum(tf.cast(tf.size(error), tf.float32))
+            loss = tf.reduce_sum(tf.square(error)) / count
             return loss, {"loss": loss}
         loss, accuracy = sparse_cross_entropy(labels, logits, tf.ones_like(labels))
         return loss, {"loss": loss, "accuracy": accuracy}

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials import distribute
 from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
 from nlp_tutorials.errors import UserError
@@ -182,19 +183,28 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
              printer=print) -> dict:
     """Pre-train a GPT or BERT on MRPC train; returns the test-split evaluation.
 
-    Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on Ctrl-C.
+    Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on Ctrl-C. Under
+    ``config.strategy`` the model and optimizer live on every replica; a checkpoint holds one
+    copy of each variable, so it resumes under any strategy.
     """
+    # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
+    strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
+    config = dataclasses.replace(
+        config, model_dir=str(distribute.worker_dir(config.model_dir, config.strategy)))
     config, tokenizer, model_config, train_pairs = prepare_run(config, given, resume)
+    distribute.check_batch_size(config.batch_size, strategy)
+    distribute.set_precision(config.precision)
     model_dir = Path(config.model_dir)
-    model = build_model(model_config, config.seed)
-    model.compile(optimizer=make_optimizer(config.learning_rate, config.steps,
-                                          config.warmup_fraction, config.weight_decay))
-    model.optimizer.build(model.trainable_variables)
-    checkpoint = training_checkpoint(model, model.optimizer)
-    manager = tf.train.CheckpointManager(checkpoint, str(model_dir / CHECKPOINT_DIR),
-                                         max_to_keep=config.keep_checkpoints)
-    if resume:
-        checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+    with strategy.scope():
+        model = build_model(model_config, config.seed)
+        model.compile(optimizer=make_optimizer(config.learning_rate, config.steps,
+                                              config.warmup_fraction, config.weight_decay))
+        model.optimizer.build(model.trainable_variables)
+        checkpoint = training_checkpoint(model, model.optimizer)
+        manager = tf.train.CheckpointManager(checkpoint, str(model_dir / CHECKPOINT_DIR),
+                                             max_to_keep=config.keep_checkpoints)
+        if resume:
+            checkpoint.restore(manager.latest_checkpoint).assert_consumed()
     start = int(model.optimizer.iterations.numpy())
     masked = config.model_type == "bert"
     data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
@@ -210,12 +220,13 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
                         num_parallel_calls=tf.data.AUTOTUNE)
                    .prefetch(tf.data.AUTOTUNE))
     first = next(batches)
-    step_fn = model.compiled_step(first, jit_compile=config.jit)
+    step_fn = distribute.compiled_step(strategy, model, first, jit_compile=config.jit)
     writer = tf.summary.create_file_writer(str(model_dir / "logs"))
     printer(f"{config.model_type} {config.dim}d/{config.layers} layers/{config.heads} heads, "
             f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
             f"{data.steps_per_epoch(config.batch_size)} steps per epoch; "
-            f"steps {start} -> {config.steps}")
+            f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
+            f"{config.precision}")
     shown = ("loss", "mlm_accuracy", "lm_accuracy", "nsp_accuracy")
     # Smoothed recent values, not Keras' average since step 0, so the bar shows learning now.
     progress = keras.utils.Progbar(config.steps, stateful_metrics=shown, unit_name="step")

@@ -150,8 +150,9 @@ class MultiHeadAttention(keras.layers.Layer):
             kv = {name: tf.concat([cache[name], new[name]], axis=2) for name in new}
         k, v = kv["key"], kv["value"]               # [batch, heads, k_step, head_size]
         scores = tf.matmul(q, k, transpose_b=True) / np.sqrt(self.head_size).astype("float32")
-        scores = tf.cast(scores, tf.float32) + mask       # [batch, heads, q_step, k_step]
-        # Softmax in float32 so mixed precision neither overflows nor loses the mask.
+        # Keras casts a float16 model's float inputs, the mask included, to float16; the mask's
+        # -1e4 is exact there, and softmax runs in float32 so it neither overflows nor loses it.
+        scores = tf.cast(scores, tf.float32) + tf.cast(mask, tf.float32)  # [b, h, q_step, k_step]
         probs = tf.nn.softmax(scores, axis=-1)
         context = tf.matmul(tf.cast(self.dropout(probs, training=training), v.dtype), v)
         context = tf.transpose(context, [0, 2, 1, 3])     # [batch, q_step, heads, head_size]
@@ -320,8 +321,24 @@ class Embeddings(keras.layers.Layer):
         return self.dropout(self.norm(x), training=training)  # [batch, step, hidden]
 
 
+def global_sum(value):
+    """``value`` summed over the replicas of the running ``tf.distribute`` step.
+
+    On one device (no strategy, or outside ``strategy.run``) that is ``value`` itself.
+    """
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
 def sparse_cross_entropy(labels, logits, weights):
     """Mean cross-entropy over the positions where ``weights`` is 1.
+
+    Under ``tf.distribute`` each replica divides its sum by the weight of the *global* batch,
+    so the replicas' losses, and the gradients the optimizer sums across them, add up to the
+    single-device ones (a per-replica mean would weigh a replica's few masked tokens as much
+    as another's many).
 
     Args:
         labels: int ids [...]; logits: [..., vocab]; weights: float [...] of 0/1.
@@ -331,9 +348,21 @@ def sparse_cross_entropy(labels, logits, weights):
     logits = tf.cast(logits, tf.float32)
     weights = tf.cast(weights, tf.float32)
     per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-    total = tf.maximum(tf.reduce_sum(weights), 1.0)
+    total = tf.maximum(global_sum(tf.reduce_sum(weights)), 1.0)
     hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
     return tf.reduce_sum(per_token * weights) / total, tf.reduce_sum(hits * weights) / total
+
+
+def dense_gradients(grads):
+    """Gradients with every ``tf.IndexedSlices`` summed into a dense tensor (None kept).
+
+    An embedding lookup's gradient is IndexedSlices holding one row per use, so a row used
+    twice appears twice (segment ids in every sequence; every position once per replica after
+    a tf.distribute all-reduce). Keras' Adam squares those rows one by one, which makes its
+    second moment a sum of squares instead of the square of the sum; summed first, the update
+    is Adam's. Adam's first-moment update (gradient minus a dense slot) densifies it anyway.
+    """
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
@@ -436,8 +465,11 @@ class Transformer(keras.Model):
 
     def apply_gradients(self, tape, loss):
         """Back-propagate ``loss`` recorded on ``tape`` and update the weights."""
-        scaled = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, self.trainable_variables)
+        # Recorded on the tape too: under mixed_float16 the loss scale is a real multiplication
+        # (outside the tape every gradient would be None); otherwise it returns ``loss``.
+        with tape:
+            scaled = self.optimizer.scale_loss(loss)
+        grads = dense_gradients(tape.gradient(scaled, self.trainable_variables))
         self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
 
     def compiled_step(self, batch, jit_compile: bool = False, training: bool = True):
