@@ -239,11 +239,10 @@ def compiled_step(strategy, model, batch, jit_compile: bool = False, training: b
         return {name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
                 for name, value in metrics.items()}
 
-    # The same signature rule as Transformer.compiled_step.
-    signature = {name: tf.TensorSpec([value.shape[0]] + [None] * (len(value.shape) - 1),
-                                     tf.as_dtype(value.dtype), name=name)
-                 for name, value in batch.items()}
-    return tf.function(global_step, input_signature=[signature], jit_compile=jit_compile)
+    from nlp_tutorials.transformer import batch_signature
+
+    return tf.function(global_step, input_signature=[batch_signature(batch)],
+                       jit_compile=jit_compile)
 
 
 def local_share(batch, index, replicas: int) -> dict:

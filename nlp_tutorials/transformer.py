@@ -365,6 +365,15 @@ def dense_gradients(grads):
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
+def batch_signature(batch):
+    """tf.function input signature for batches shaped like ``batch`` (a dict of arrays):
+    dtypes and batch size fixed, every other axis open, so batches trimmed to different
+    lengths share one trace."""
+    return {name: tf.TensorSpec([value.shape[0]] + [None] * (len(value.shape) - 1),
+                                tf.as_dtype(value.dtype), name=name)
+            for name, value in batch.items()}
+
+
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
 class Transformer(keras.Model):
     """Encoder-decoder Transformer for sequence-to-sequence tasks.
@@ -482,11 +491,8 @@ class Transformer(keras.Model):
         # Create the optimizer's slots now: variables created inside the first trace would
         # force a second one.
         self.optimizer.build(self.trainable_variables)
-        signature = {name: tf.TensorSpec([value.shape[0]] + [None] * (len(value.shape) - 1),
-                                         tf.as_dtype(value.dtype), name=name)
-                     for name, value in batch.items()}
         return tf.function(functools.partial(self.step, training=training),
-                           input_signature=[signature], jit_compile=jit_compile)
+                           input_signature=[batch_signature(batch)], jit_compile=jit_compile)
 
     def attend(self, inputs):
         """Run the model in inference mode and keep its attention maps (as numpy).
