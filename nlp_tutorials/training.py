@@ -9,10 +9,13 @@ Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no fla
 ``checkpoints/`` (``tf.train.CheckpointManager``: the newest few, each written before the
 ``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard).
 """
+import contextlib
 import dataclasses
 import functools
 import json
 import math
+import signal
+import threading
 from pathlib import Path
 
 import keras
@@ -233,34 +236,63 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     progress.update(start)
     smoothed = {}
     interrupted = False
-    try:
-        batch = first
-        for step in range(start + 1, config.steps + 1):
-            metrics = {k: float(v) for k, v in step_fn(batch).items()}
-            for name in shown:
-                if name in metrics:
-                    recent = smoothed.get(name, metrics[name])
-                    smoothed[name] = 0.95 * recent + 0.05 * metrics[name]
-            progress.update(step, values=list(smoothed.items()))
-            if step % config.log_every == 0 or step == config.steps:
-                with writer.as_default(step=step):
-                    for name, value in metrics.items():
-                        tf.summary.scalar(name, value)
-            if masked and step % config.sample_every == 0:
-                printer("\n" + describe_predictions(model, tokenizer, batch))
-            if step % config.checkpoint_every == 0 and step != config.steps:
-                manager.save(checkpoint_number=step)
-            if step < config.steps:
-                batch = next(batches)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        writer.flush()
+    with ctrl_c_stops_between_steps() as stop_requested:
+        try:
+            batch = first
+            for step in range(start + 1, config.steps + 1):
+                metrics = {k: float(v) for k, v in step_fn(batch).items()}
+                for name in shown:
+                    if name in metrics:
+                        recent = smoothed.get(name, metrics[name])
+                        smoothed[name] = 0.95 * recent + 0.05 * metrics[name]
+                progress.update(step, values=list(smoothed.items()))
+                if step % config.log_every == 0 or step == config.steps:
+                    with writer.as_default(step=step):
+                        for name, value in metrics.items():
+                            tf.summary.scalar(name, value)
+                if masked and step % config.sample_every == 0:
+                    printer("\n" + describe_predictions(model, tokenizer, batch))
+                if step % config.checkpoint_every == 0 and step != config.steps:
+                    manager.save(checkpoint_number=step)
+                if stop_requested.is_set():
+                    interrupted = True
+                    break
+                if step < config.steps:
+                    batch = next(batches)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            writer.flush()
     path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
     printer(f"\nsaved checkpoint {path}")
     if interrupted:
         raise KeyboardInterrupt
     return evaluate(model, tokenizer, config, printer)
+
+
+@contextlib.contextmanager
+def ctrl_c_stops_between_steps():
+    """Within it, the first Ctrl-C (SIGINT) only sets the yielded threading.Event.
+
+    The training loop checks it after each step, so an interrupt never lands inside a
+    TensorFlow call or a checkpoint write (CI once saw an interrupted run abort with a glibc
+    heap-corruption error instead of saving). A second Ctrl-C raises KeyboardInterrupt at once.
+    Outside the main thread, where signals cannot be caught, the event is never set.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def request_stop(signum, frame):
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, request_stop)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def trim_padding(batch, multiple: int = 1):

@@ -236,3 +236,18 @@ def test_jit_probe_passes_where_xla_exists():
     from nlp_tutorials import training
 
     training.check_xla_available()
+
+
+def test_first_ctrl_c_only_requests_a_stop_and_the_second_interrupts():
+    from nlp_tutorials.training import ctrl_c_stops_between_steps
+
+    before = signal.getsignal(signal.SIGINT)
+    with ctrl_c_stops_between_steps() as stop_requested:
+        assert not stop_requested.is_set()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # the handler runs between bytecodes
+        assert stop_requested.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGINT) is before
