@@ -197,6 +197,8 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     config, tokenizer, model_config, train_pairs = prepare_run(config, given, resume)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
+    if config.jit:
+        check_xla_available()  # before the model is built: a missing XLA fails at once
     model_dir = Path(config.model_dir)
     with strategy.scope():
         model = build_model(model_config, config.seed)
@@ -213,11 +215,9 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
                            nsp_mode=config.nsp_mode, seed=config.seed,
                            whole_word_mask=config.whole_word_mask)
-    # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
-    if config.jit:
-        check_xla_available()
     # XLA compiles once per distinct shape: rounding lengths up bounds the compilations.
     multiple = JIT_LENGTH_MULTIPLE if config.jit else 1
+    # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
     batches = iter(data.dataset(config.batch_size, masked=masked).skip(start)
                    .map(functools.partial(trim_padding, multiple=multiple),
                         num_parallel_calls=tf.data.AUTOTUNE)
