@@ -13,7 +13,7 @@ from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
 from nlp_tutorials.transformer import (  # noqa: E402
-    MASK_VALUE, MultiHeadAttention, Transformer, causal_mask, padding_mask)
+    MASK_VALUE, MultiHeadAttention, Transformer, causal_mask, gelu, padding_mask)
 
 VOCAB = 40
 
@@ -76,6 +76,26 @@ def test_attention_matches_numpy():
     expected = context @ layer.output_dense.kernel.numpy() + layer.output_dense.bias.numpy()
     np.testing.assert_allclose(probs.numpy(), expected_probs, atol=1e-6)
     np.testing.assert_allclose(output.numpy(), expected, atol=1e-5)
+
+
+def test_gelu_and_its_gradient_match_numpy_and_finite_differences():
+    import math
+
+    x = np.linspace(-6, 6, 241)  # float64, so finite differences are accurate
+    normal_cdf = np.vectorize(lambda v: 0.5 * (1 + math.erf(v / math.sqrt(2))))
+    with tf.GradientTape() as tape:
+        inputs = tf.constant(x)
+        tape.watch(inputs)
+        outputs = gelu(inputs)
+    np.testing.assert_allclose(outputs.numpy(), x * normal_cdf(x), rtol=1e-12, atol=1e-15)
+    h = 1e-6
+    finite_differences = ((x + h) * normal_cdf(x + h) - (x - h) * normal_cdf(x - h)) / (2 * h)
+    np.testing.assert_allclose(tape.gradient(outputs, inputs).numpy(), finite_differences,
+                               atol=1e-8)
+    for dtype in (tf.float16, tf.bfloat16):  # mixed precision runs it in half precision
+        half = gelu(tf.constant(x[::20], dtype))
+        np.testing.assert_allclose(tf.cast(half, tf.float64).numpy(), x[::20] * normal_cdf(x[::20]),
+                                   rtol=2e-2, atol=2e-2)
 
 
 def test_masks_stay_finite_in_half_precision():
