@@ -70,6 +70,24 @@ def test_saved_model_reloads_with_identical_predictions(finetuned):
     np.testing.assert_array_equal(first, paraphrase_probabilities(again, arrays))
 
 
+def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
+    import zipfile
+
+    import h5py
+
+    from nlp_tutorials.finetune import load_finetuned
+
+    root, _, _ = finetuned
+    head, _ = load_finetuned(root / "mrpc")
+    with zipfile.ZipFile(root / "mrpc" / "model.keras") as archive:
+        with archive.open("model.weights.h5") as weights, h5py.File(weights) as h5:
+            names = []
+            h5.visititems(lambda name, item: names.append(name)
+                          if isinstance(item, h5py.Dataset) else None)
+    assert len(names) == len(head.weights)
+    assert not [name for name in names if "optimizer" in name]
+
+
 def test_predict_prints_pairs_before_a_malformed_line(finetuned):
     from nlp_tutorials.finetune import load_finetuned, predict
 
