@@ -53,6 +53,30 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
 
 
+@keras.saving.register_keras_serializable(package="nlp_tutorials")
+class AdamW(keras.optimizers.AdamW):
+    """Keras' AdamW with each weight's Adam update done by TensorFlow's fused kernel.
+
+    Keras updates a weight in about ten element-wise ops, each reading and writing a tensor the
+    size of the weight; ``ResourceApplyAdam`` does it in one pass: 3x faster on the default
+    model's weights (benchmarks/RESULTS.md). The formula is Keras' (and the Adam paper's, epsilon
+    outside the square root): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon). Keras applies the decoupled
+    weight decay before it, as always. Slots, names and checkpoints are Keras' own.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=self._momentums[index].handle,
+            v=self._velocities[index].handle, beta1_power=tf.pow(beta_1, step),
+            beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype), beta1=beta_1,
+            beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
+
+
 def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,
                    weight_decay: float = 0.01):
     """AdamW as BERT: beta2 0.999, epsilon 1e-6, no weight decay on LayerNorm or biases.
@@ -61,8 +85,8 @@ def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.
     then decays linearly to 0 at ``steps``.
     """
     schedule = WarmupLinearDecay(learning_rate, int(warmup_fraction * steps), steps)
-    optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=weight_decay,
-                                       beta_1=0.9, beta_2=0.999, epsilon=1e-6)
+    optimizer = AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9,
+                      beta_2=0.999, epsilon=1e-6)
     optimizer.exclude_from_weight_decay(var_names=["norm", "bias"])
     return optimizer
 

@@ -251,3 +251,40 @@ def test_first_ctrl_c_only_requests_a_stop_and_the_second_interrupts():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "xla"])
+def test_fused_adamw_follows_numpy_adamw(mode):
+    import keras
+    import tensorflow as tf
+
+    from nlp_tutorials.training import make_optimizer
+
+    rng = np.random.default_rng(0)
+    start = [rng.normal(size=(5, 3)), rng.normal(size=(3,))]
+    grads = [[rng.normal(size=w.shape) for w in start] for _ in range(3)]
+    weights = [keras.Variable(w.astype("float32"), name=n) for w, n in zip(start, ("kernel", "bias"))]
+    optimizer = make_optimizer(1e-2, 10, warmup_fraction=0.0)  # rate 1e-2 * (10 - t) / 10
+
+    def apply(g):
+        optimizer.apply_gradients(zip(g, weights))
+
+    if mode != "eager":
+        apply = tf.function(apply, jit_compile=mode == "xla")
+    for g in grads:
+        apply([tf.constant(x, tf.float32) for x in g])
+
+    expected = [w.copy() for w in start]
+    m = [np.zeros_like(w) for w in start]
+    v = [np.zeros_like(w) for w in start]
+    for t, g in enumerate(grads, start=1):
+        rate = 1e-2 * (10 - t) / 10
+        for i, decays in enumerate((True, False)):  # no weight decay on biases
+            if decays:
+                expected[i] -= rate * 0.01 * expected[i]
+            m[i] = 0.9 * m[i] + 0.1 * g[i]
+            v[i] = 0.999 * v[i] + 0.001 * g[i] ** 2
+            m_hat, v_hat = m[i] / (1 - 0.9 ** t), v[i] / (1 - 0.999 ** t)
+            expected[i] -= rate * m_hat / (np.sqrt(v_hat) + 1e-6 / np.sqrt(1 - 0.999 ** t))
+    for weight, want in zip(weights, expected):
+        np.testing.assert_allclose(weight.numpy(), want, atol=2e-6)
