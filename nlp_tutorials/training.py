@@ -58,7 +58,7 @@ class AdamW(keras.optimizers.AdamW):
     """Keras' AdamW with each weight's Adam update done by TensorFlow's fused kernel.
 
     Keras updates a weight in about ten element-wise ops, each reading and writing a tensor the
-    size of the weight; ``ResourceApplyAdam`` does it in one pass: 3x faster on the default
+    size of the weight; ``ResourceApplyAdam`` does it in one pass: 2.2x faster on the default
     model's weights (benchmarks/RESULTS.md). The formula is Keras' (and the Adam paper's, epsilon
     outside the square root): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
     w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon). Keras applies the decoupled
