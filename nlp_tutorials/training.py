@@ -62,10 +62,13 @@ class AdamW(keras.optimizers.AdamW):
     model's weights (benchmarks/RESULTS.md). The formula is Keras' (and the Adam paper's, epsilon
     outside the square root): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
     w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon). Keras applies the decoupled
-    weight decay before it, as always. Slots, names and checkpoints are Keras' own.
+    weight decay before it, as always. Slots, names and checkpoints are Keras' own; with
+    ``amsgrad=True`` the update is Keras' own too.
     """
 
     def update_step(self, gradient, variable, learning_rate):
+        if self.amsgrad:  # the fused kernel has no AMSGrad maximum
+            return super().update_step(gradient, variable, learning_rate)
         index = self._get_variable_index(variable)
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)

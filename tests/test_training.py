@@ -288,3 +288,22 @@ def test_fused_adamw_follows_numpy_adamw(mode):
             expected[i] -= rate * m_hat / (np.sqrt(v_hat) + 1e-6 / np.sqrt(1 - 0.999 ** t))
     for weight, want in zip(weights, expected):
         np.testing.assert_allclose(weight.numpy(), want, atol=2e-6)
+
+
+def test_fused_adamw_leaves_amsgrad_to_keras():
+    import keras
+
+    from nlp_tutorials.training import AdamW
+
+    rng = np.random.default_rng(1)
+    start, grads = rng.normal(size=(4, 3)), [rng.normal(size=(4, 3)) for _ in range(3)]
+    finals = []
+    for optimizer_class in (keras.optimizers.AdamW, AdamW):
+        weight = keras.Variable(start.astype("float32"))
+        # beta_2 0.5: the second moment falls often, where AMSGrad keeps its maximum
+        optimizer = optimizer_class(learning_rate=0.1, beta_2=0.5, amsgrad=True)
+        for g in grads:
+            optimizer.apply_gradients([(g.astype("float32"), weight)])
+        finals.append(weight.numpy())
+    np.testing.assert_allclose(finals[1], finals[0], atol=1e-7)
+    assert np.abs(finals[1] - start).max() > 0.1
