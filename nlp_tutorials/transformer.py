@@ -97,6 +97,11 @@ SQRT_HALF = 0.7071067811865476      # 1 / sqrt(2)
 INV_SQRT_2PI = 0.3989422804014327   # 1 / sqrt(2 pi)
 
 
+def normal_cdf(x):
+    """Phi(x), the standard normal CDF, element-wise: 0.5 * erfc(-x / sqrt(2))."""
+    return 0.5 * tf.math.erfc(-x * SQRT_HALF)
+
+
 @tf.custom_gradient
 def gelu(x):
     """BERT's exact GELU, ``x * Phi(x)`` with ``Phi`` the standard normal CDF (not the tanh
@@ -108,11 +113,10 @@ def gelu(x):
     and runs more element-wise kernels backwards.
     """
     def gradient(upstream):
-        cdf = 0.5 * tf.math.erfc(-x * SQRT_HALF)
         pdf = tf.exp(-0.5 * tf.square(x)) * INV_SQRT_2PI
-        return upstream * (cdf + x * pdf)
+        return upstream * (normal_cdf(x) + x * pdf)
 
-    return x * (0.5 * tf.math.erfc(-x * SQRT_HALF)), gradient
+    return x * normal_cdf(x), gradient
 
 
 def activation(name: str):

@@ -263,7 +263,8 @@ def test_fused_adamw_follows_numpy_adamw(mode):
     rng = np.random.default_rng(0)
     start = [rng.normal(size=(5, 3)), rng.normal(size=(3,))]
     grads = [[rng.normal(size=w.shape) for w in start] for _ in range(3)]
-    weights = [keras.Variable(w.astype("float32"), name=n) for w, n in zip(start, ("kernel", "bias"))]
+    weights = [keras.Variable(w.astype("float32"), name=n)
+               for w, n in zip(start, ("kernel", "bias"))]
     optimizer = make_optimizer(1e-2, 10, warmup_fraction=0.0)  # rate 1e-2 * (10 - t) / 10
 
     def apply(g):
