@@ -23,7 +23,7 @@ TOKENS, WIDTH, FFN = 1008, 256, 1024  # default config: batch 16 x 63 tokens, hi
 
 
 def products():
-    """name -> a zero-argument tf.function computing one product of the feed-forward output layer."""
+    """name -> a zero-argument tf.function: one product of the feed-forward output layer."""
     x = tf.random.normal([TOKENS, FFN])  # [tokens, ffn]: input of the output Dense
     w = tf.random.normal([FFN, WIDTH])  # [ffn, hidden]
     dy = tf.random.normal([TOKENS, WIDTH])  # [tokens, hidden]: gradient of its output
