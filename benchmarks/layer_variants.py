@@ -5,6 +5,9 @@
 - GELU: TensorFlow's composite ``tf.nn.gelu(approximate=False)``, differentiated op by op,
   against :func:`nlp_tutorials.transformer.gelu` (derivative written out), on the default
   pre-training shape's feed-forward activation [16 x 63, 1024].
+- Feed-forward: two Keras Dense calls on [batch, step, hidden] (the model before session 6)
+  against :class:`nlp_tutorials.transformer.FeedForward`, which runs the same products on the
+  transposed activations [features, tokens], at the default shape and MiniLM fine-tuning's.
 - Attention projections: query, key and value as three Dense layers (what the model does)
   against one matmul with the three kernels side by side, split back (not adopted: slower),
   at the default shape (256 wide, batch 16 x 63) and MiniLM fine-tuning's (384 wide, 32 x 60).
@@ -22,7 +25,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.transformer import gelu  # noqa: E402
+from nlp_tutorials.config import ModelConfig  # noqa: E402
+from nlp_tutorials.transformer import FeedForward, gelu  # noqa: E402
 
 
 def gradient_function(forward, sources):
@@ -64,8 +68,17 @@ def main():
     compare("GELU [1008, 1024]", {
         "composite": gradient_function(lambda x: [tf.nn.gelu(x, approximate=False)], []),
         "written-out derivative": gradient_function(lambda x: [gelu(x)], [])}, activation)
-    for hidden, batch, step in ((256, 16, 63), (384, 32, 60)):
+    for hidden, batch, step in ((256, 16, 63), (384, 32, 60), (768, 4, 128)):
         x = tf.random.normal([batch, step, hidden])
+        ffn = FeedForward(ModelConfig(hidden_size=hidden, intermediate_size=4 * hidden))
+        ffn.build(x.shape)
+        weights = [w for dense in (ffn.intermediate, ffn.output_dense)
+                   for w in (dense.kernel, dense.bias)]
+        compare(f"feed-forward {hidden} wide, batch {batch} x {step}", {
+            "two Dense calls": gradient_function(
+                lambda v: [ffn.output_dense(ffn.intermediate(v))], weights),
+            "FeedForward (transposed)": gradient_function(lambda v: [ffn(v)], weights),
+        }, x)
         layers = [keras.layers.Dense(hidden) for _ in range(3)]
         for layer in layers:
             layer.build((None, None, hidden))

@@ -190,7 +190,16 @@ class MultiHeadAttention(keras.layers.Layer):
 
 
 class FeedForward(keras.layers.Layer):
-    """Position-wise feed-forward network: dense(intermediate, act) -> dense(hidden)."""
+    """Position-wise feed-forward network: dense(intermediate, act) -> dense(hidden).
+
+    ``call(x)`` maps [batch, step, hidden] to [batch, step, hidden]. The weights are two ordinary
+    Dense layers, but the products run on the transposed activations, [features, tokens]. The
+    maths is the same; the reason is the backward pass on CPU. A Dense's weight gradient is
+    X^T dY, which sums over the batch's tokens, and TensorFlow's CPU kernels take twice a plain
+    product's time when that sum runs down the rows of X (benchmarks/matmul_shapes.py). With
+    X^T as the operand it runs along the rows, and the feed-forward's forward-and-backward is
+    about a quarter faster for two transposes of [tokens, hidden] (benchmarks/RESULTS.md).
+    """
 
     def __init__(self, config: ModelConfig, **kwargs):
         super().__init__(**kwargs)
@@ -201,8 +210,23 @@ class FeedForward(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             config.hidden_size, kernel_initializer=init, name="output")
 
+    def build(self, input_shape):
+        self.intermediate.build(input_shape)
+        self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate.units,))
+
     def call(self, x):
-        return self.output_dense(self.intermediate(x))  # [batch, step, hidden]
+        hidden = x.shape[-1]
+        x_t = tf.transpose(tf.reshape(x, [-1, hidden]))  # [hidden, tokens]
+        inner_t = self.intermediate.activation(self.transposed_dense(self.intermediate, x_t))
+        y_t = self.transposed_dense(self.output_dense, inner_t)  # [hidden, tokens]
+        return tf.reshape(tf.transpose(y_t), tf.shape(x))  # [batch, step, hidden]
+
+    @staticmethod
+    def transposed_dense(dense, x_t):
+        """``(x W + b)^T`` from x^T: [in, tokens] -> [out, tokens], no activation."""
+        kernel = tf.cast(dense.kernel, x_t.dtype)  # [in, out]
+        bias = tf.cast(dense.bias, x_t.dtype)  # [out]
+        return tf.matmul(kernel, x_t, transpose_a=True) + bias[:, None]
 
 
 class ResidualNorm(keras.layers.Layer):

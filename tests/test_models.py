@@ -13,7 +13,7 @@ from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
 from nlp_tutorials.transformer import (  # noqa: E402
-    MASK_VALUE, MultiHeadAttention, Transformer, causal_mask, gelu, padding_mask)
+    MASK_VALUE, FeedForward, MultiHeadAttention, Transformer, causal_mask, gelu, padding_mask)
 
 VOCAB = 40
 
@@ -76,6 +76,36 @@ def test_attention_matches_numpy():
     expected = context @ layer.output_dense.kernel.numpy() + layer.output_dense.bias.numpy()
     np.testing.assert_allclose(probs.numpy(), expected_probs, atol=1e-6)
     np.testing.assert_allclose(output.numpy(), expected, atol=1e-5)
+
+
+def test_feed_forward_and_its_gradients_match_numpy():
+    """The transposed-layout products compute x W1 -> GELU -> W2 and its gradients exactly."""
+    import math
+
+    layer = FeedForward(tiny_config("bert"))
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 5, 32)).astype("float32")
+    upstream = rng.normal(size=(2, 5, 32)).astype("float32")  # d loss / d output
+    with tf.GradientTape() as tape:
+        inputs = tf.constant(x)
+        tape.watch(inputs)
+        loss = tf.reduce_sum(layer(inputs) * upstream)
+    weights = [layer.intermediate.kernel, layer.intermediate.bias,
+               layer.output_dense.kernel, layer.output_dense.bias]
+    grads = tape.gradient(loss, [inputs] + weights)
+
+    w1, b1, w2, b2 = (w.numpy().astype("float64") for w in weights)
+    tokens = x.reshape(10, 32).astype("float64")  # [tokens, hidden]
+    pre = tokens @ w1 + b1  # [tokens, intermediate]
+    cdf = 0.5 * (1 + np.vectorize(math.erf)(pre / math.sqrt(2)))
+    inner = pre * cdf
+    d_out = upstream.reshape(10, 32).astype("float64")
+    d_pre = (d_out @ w2.T) * (cdf + pre * np.exp(-0.5 * pre ** 2) / math.sqrt(2 * math.pi))
+    expected = [(d_pre @ w1.T).reshape(2, 5, 32), tokens.T @ d_pre, d_pre.sum(0),
+                inner.T @ d_out, d_out.sum(0)]
+    np.testing.assert_allclose(loss.numpy(), np.sum((inner @ w2 + b2) * d_out), rtol=1e-5)
+    for got, want in zip(grads, expected):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
 def test_gelu_and_its_gradient_match_numpy_and_finite_differences():
