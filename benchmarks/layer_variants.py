@@ -5,6 +5,8 @@
 - GELU: TensorFlow's composite ``tf.nn.gelu(approximate=False)``, differentiated op by op,
   against :func:`nlp_tutorials.transformer.gelu` (derivative written out), on the default
   pre-training shape's feed-forward activation [16 x 63, 1024].
+- LayerNorm: Keras' LayerNormalization, differentiated op by op, against
+  :class:`nlp_tutorials.transformer.LayerNorm` (gradient written out), on [16, 63, 256].
 - Feed-forward: two Keras Dense calls on [batch, step, hidden] (the model before session 6)
   against :class:`nlp_tutorials.transformer.FeedForward`, which runs the same products on the
   transposed activations [features, tokens], at the default shape and MiniLM fine-tuning's.
@@ -26,7 +28,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from nlp_tutorials.config import ModelConfig  # noqa: E402
-from nlp_tutorials.transformer import FeedForward, gelu  # noqa: E402
+from nlp_tutorials.transformer import FeedForward, LayerNorm, gelu  # noqa: E402
 
 
 def gradient_function(forward, sources):
@@ -68,6 +70,15 @@ def main():
     compare("GELU [1008, 1024]", {
         "composite": gradient_function(lambda x: [tf.nn.gelu(x, approximate=False)], []),
         "written-out derivative": gradient_function(lambda x: [gelu(x)], [])}, activation)
+    norms = [keras.layers.LayerNormalization(epsilon=1e-12), LayerNorm(epsilon=1e-12)]
+    tokens = tf.random.normal([16, 63, 256])
+    for norm in norms:
+        norm.build(tokens.shape)
+    compare("LayerNorm [16, 63, 256]", {
+        "Keras LayerNormalization": gradient_function(lambda x: [norms[0](x)], norms[0].weights),
+        "LayerNorm, gradient written out": gradient_function(lambda x: [norms[1](x)],
+                                                             norms[1].weights),
+    }, tokens)
     for hidden, batch, step in ((256, 16, 63), (384, 32, 60), (768, 4, 128)):
         x = tf.random.normal([batch, step, hidden])
         ffn = FeedForward(ModelConfig(hidden_size=hidden, intermediate_size=4 * hidden))

@@ -21,7 +21,7 @@ import tensorflow as tf
 from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.transformer import (
-    Embeddings, Encoder, Transformer, activation, cached_causal_mask, causal_mask,
+    Embeddings, Encoder, LayerNorm, Transformer, activation, cached_causal_mask, causal_mask,
     sparse_cross_entropy, truncated_normal)
 
 NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
@@ -41,7 +41,7 @@ class LanguageModelHead(keras.layers.Layer):
         self.transform = keras.layers.Dense(
             config.hidden_size, activation=activation(config.hidden_act),
             kernel_initializer=truncated_normal(config), name="transform")
-        self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="norm")
+        self.norm = LayerNorm(epsilon=config.layer_norm_eps, name="norm")
         self.bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros", name="bias")
 
     def call(self, x, word_embeddings):

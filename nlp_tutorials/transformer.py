@@ -119,6 +119,44 @@ def gelu(x):
     return x * normal_cdf(x), gradient
 
 
+def layer_norm(x, gamma, beta, epsilon):
+    """``(x - mean) / sqrt(var + epsilon) * gamma + beta`` over the last axis of ``x``.
+
+    x: float [..., hidden]; gamma, beta: [hidden] of x's dtype. Its gradient is written out (as
+    :func:`gelu`'s): autodiff of the mean and variance runs about twice as many element-wise
+    kernels backwards (benchmarks/layer_variants.py).
+    """
+    @tf.custom_gradient
+    def normalise(x, gamma, beta):
+        centred = x - tf.reduce_mean(x, -1, keepdims=True)
+        inverse_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centred), -1, keepdims=True)
+                                    + epsilon)  # [..., 1]
+        normalised = centred * inverse_std
+
+        def gradient(upstream):
+            d_normalised = upstream * gamma
+            d_x = inverse_std * (
+                d_normalised - tf.reduce_mean(d_normalised, -1, keepdims=True)
+                - normalised * tf.reduce_mean(d_normalised * normalised, -1, keepdims=True))
+            outer_axes = list(range(len(x.shape) - 1))
+            return (d_x, tf.reduce_sum(upstream * normalised, outer_axes),
+                    tf.reduce_sum(upstream, outer_axes))
+
+        return normalised * gamma + beta, gradient
+
+    return normalise(x, gamma, beta)
+
+
+class LayerNorm(keras.layers.LayerNormalization):
+    """Keras' LayerNormalization over the last axis (same weights, names and config), computed
+    by :func:`layer_norm`, in float32 whatever the compute dtype, as Keras does."""
+
+    def call(self, inputs):
+        outputs = layer_norm(tf.cast(inputs, tf.float32), tf.cast(self.gamma, tf.float32),
+                             tf.cast(self.beta, tf.float32), self.epsilon)
+        return tf.cast(outputs, self.compute_dtype)
+
+
 def activation(name: str):
     """"gelu" is :func:`gelu`; other names are Keras activations."""
     if name == "gelu":
@@ -240,7 +278,7 @@ class ResidualNorm(keras.layers.Layer):
     def __init__(self, config: ModelConfig, **kwargs):
         super().__init__(**kwargs)
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
-        self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="norm")
+        self.norm = LayerNorm(epsilon=config.layer_norm_eps, name="norm")
 
     def call(self, x, sublayer_output, training=False):
         return self.norm(x + self.dropout(sublayer_output, training=training))
@@ -361,7 +399,7 @@ class Embeddings(keras.layers.Layer):
         self.segments = (keras.layers.Embedding(config.type_vocab_size, config.hidden_size,
                                                 embeddings_initializer=init, name="segments")
                          if with_segments else None)
-        self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="norm")
+        self.norm = LayerNorm(epsilon=config.layer_norm_eps, name="norm")
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
 
     @property

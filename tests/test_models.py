@@ -13,7 +13,8 @@ from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
 from nlp_tutorials.transformer import (  # noqa: E402
-    MASK_VALUE, FeedForward, MultiHeadAttention, Transformer, causal_mask, gelu, padding_mask)
+    MASK_VALUE, FeedForward, LayerNorm, MultiHeadAttention, Transformer, causal_mask, gelu,
+    layer_norm, padding_mask)
 
 VOCAB = 40
 
@@ -106,6 +107,45 @@ def test_feed_forward_and_its_gradients_match_numpy():
     np.testing.assert_allclose(loss.numpy(), np.sum((inner @ w2 + b2) * d_out), rtol=1e-5)
     for got, want in zip(grads, expected):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_layer_norm_and_its_gradients_match_numpy_and_finite_differences():
+    rng = np.random.default_rng(4)
+    x, gamma, beta = rng.normal(size=(2, 3, 8)), rng.normal(size=8), rng.normal(size=8)
+    upstream = rng.normal(size=(2, 3, 8))  # float64 throughout, so finite differences are exact
+
+    def numpy_loss(x, gamma, beta):
+        normalised = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
+        return np.sum((normalised * gamma + beta) * upstream)
+
+    inputs = [tf.constant(v) for v in (x, gamma, beta)]
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        loss = tf.reduce_sum(layer_norm(*inputs, 1e-12) * upstream)
+    np.testing.assert_allclose(loss.numpy(), numpy_loss(x, gamma, beta), rtol=1e-12)
+    h = 1e-6
+    for index, grad in enumerate(tape.gradient(loss, inputs)):
+        values = [x, gamma, beta]
+        expected = np.zeros_like(values[index])
+        for position in np.ndindex(expected.shape):
+            up = [v.copy() for v in values]
+            down = [v.copy() for v in values]
+            up[index][position] += h
+            down[index][position] -= h
+            expected[position] = (numpy_loss(*up) - numpy_loss(*down)) / (2 * h)
+        np.testing.assert_allclose(grad.numpy(), expected, atol=1e-7)
+
+
+def test_layer_norm_layer_equals_keras_layer_normalization():
+    ours, keras_layer = LayerNorm(epsilon=1e-12), keras.layers.LayerNormalization(epsilon=1e-12)
+    x = np.random.default_rng(5).normal(3.0, 2.0, size=(2, 5, 16)).astype("float32")
+    ours.build(x.shape)
+    keras_layer.build(x.shape)
+    for layer in (ours, keras_layer):
+        layer.gamma.assign(np.linspace(0.5, 1.5, 16))
+        layer.beta.assign(np.linspace(-1, 1, 16))
+    np.testing.assert_allclose(ours(x).numpy(), keras_layer(x).numpy(), atol=1e-5)
+    assert [w.name for w in ours.weights] == [w.name for w in keras_layer.weights]
 
 
 def test_gelu_and_its_gradient_match_numpy_and_finite_differences():
