@@ -236,7 +236,8 @@ class FeedForward(keras.layers.Layer):
     X^T dY, which sums over the batch's tokens, and TensorFlow's CPU kernels take twice a plain
     product's time when that sum runs down the rows of X (benchmarks/matmul_shapes.py). With
     X^T as the operand it runs along the rows, and the feed-forward's forward-and-backward is
-    about a quarter faster for two transposes of [tokens, hidden] (benchmarks/RESULTS.md).
+    a fifth faster at the default pre-training shape (level at MiniLM's and BERT-base's) for two
+    transposes of [tokens, hidden] (benchmarks/layer_variants.py, benchmarks/RESULTS.md).
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
