@@ -9,10 +9,12 @@
   :class:`nlp_tutorials.transformer.LayerNorm` (gradient written out), on [16, 63, 256].
 - Feed-forward: two Keras Dense calls on [batch, step, hidden] (the model before session 6)
   against :class:`nlp_tutorials.transformer.FeedForward`, which runs the same products on the
-  transposed activations [features, tokens], at the default shape and MiniLM fine-tuning's.
+  transposed activations [features, tokens].
 - Attention projections: query, key and value as three Dense layers (what the model does)
-  against one matmul with the three kernels side by side, split back (not adopted: slower),
-  at the default shape (256 wide, batch 16 x 63) and MiniLM fine-tuning's (384 wide, 32 x 60).
+  against one matmul with the three kernels side by side, split back (not adopted: slower).
+
+The last two run at the default shape (256 wide, batch 16 x 63), MiniLM fine-tuning's (384 wide,
+32 x 60) and BERT-base's (768 wide, 4 x 128).
 
 The variants of each pair run interleaved in one process (median of 30 rounds of 10 calls),
 so machine noise hits both alike; the largest difference of their gradients is printed too.
