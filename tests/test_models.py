@@ -1,5 +1,6 @@
 """The maths of Transformer, GPT and BERT, checked against numpy and against invariants."""
 import functools
+import math
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -51,6 +52,11 @@ def run(model, ids):
     return outputs["sequence_output"].numpy(), outputs
 
 
+def numpy_normal_cdf(x):
+    """Phi(x) element-wise in float64, from the standard library's erf."""
+    return 0.5 * (1 + np.vectorize(math.erf)(np.asarray(x, "float64") / math.sqrt(2)))
+
+
 def softmax(x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
@@ -81,8 +87,6 @@ def test_attention_matches_numpy():
 
 def test_feed_forward_and_its_gradients_match_numpy():
     """The transposed-layout products compute x W1 -> GELU -> W2 and its gradients exactly."""
-    import math
-
     layer = FeedForward(tiny_config("bert"))
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, 5, 32)).astype("float32")
@@ -98,7 +102,7 @@ def test_feed_forward_and_its_gradients_match_numpy():
     w1, b1, w2, b2 = (w.numpy().astype("float64") for w in weights)
     tokens = x.reshape(10, 32).astype("float64")  # [tokens, hidden]
     pre = tokens @ w1 + b1  # [tokens, intermediate]
-    cdf = 0.5 * (1 + np.vectorize(math.erf)(pre / math.sqrt(2)))
+    cdf = numpy_normal_cdf(pre)
     inner = pre * cdf
     d_out = upstream.reshape(10, 32).astype("float64")
     d_pre = (d_out @ w2.T) * (cdf + pre * np.exp(-0.5 * pre ** 2) / math.sqrt(2 * math.pi))
@@ -149,22 +153,21 @@ def test_layer_norm_layer_equals_keras_layer_normalization():
 
 
 def test_gelu_and_its_gradient_match_numpy_and_finite_differences():
-    import math
-
     x = np.linspace(-6, 6, 241)  # float64, so finite differences are accurate
-    normal_cdf = np.vectorize(lambda v: 0.5 * (1 + math.erf(v / math.sqrt(2))))
     with tf.GradientTape() as tape:
         inputs = tf.constant(x)
         tape.watch(inputs)
         outputs = gelu(inputs)
-    np.testing.assert_allclose(outputs.numpy(), x * normal_cdf(x), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(outputs.numpy(), x * numpy_normal_cdf(x), rtol=1e-12, atol=1e-15)
     h = 1e-6
-    finite_differences = ((x + h) * normal_cdf(x + h) - (x - h) * normal_cdf(x - h)) / (2 * h)
+    finite_differences = ((x + h) * numpy_normal_cdf(x + h)
+                          - (x - h) * numpy_normal_cdf(x - h)) / (2 * h)
     np.testing.assert_allclose(tape.gradient(outputs, inputs).numpy(), finite_differences,
                                atol=1e-8)
     for dtype in (tf.float16, tf.bfloat16):  # mixed precision runs it in half precision
         half = gelu(tf.constant(x[::20], dtype))
-        np.testing.assert_allclose(tf.cast(half, tf.float64).numpy(), x[::20] * normal_cdf(x[::20]),
+        np.testing.assert_allclose(tf.cast(half, tf.float64).numpy(),
+                                   x[::20] * numpy_normal_cdf(x[::20]),
                                    rtol=2e-2, atol=2e-2)
 
 
