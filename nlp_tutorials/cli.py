@@ -189,8 +189,9 @@ def add_finetune_commands(commands):
     add("--seeds", type=positive_int, default=defaults.seeds,
         help="number of seeds to run; the test result is reported as mean ± std "
              f"(default {defaults.seeds})")
-    add("--dev-size", type=positive_int, default=defaults.dev_size,
-        help=f"last train pairs held out to pick the best epoch (default {defaults.dev_size})")
+    add("--dev-size", type=non_negative_int, default=defaults.dev_size,
+        help=f"last train pairs held out to pick the best epoch; 0 trains on every pair and "
+             f"keeps the last epoch (default {defaults.dev_size})")
     add("--no-swap", dest="swap_augment", action="store_false",
         help="do not add each train pair in the other sentence order")
     add("--pooling", choices=("cls", "mean"), default=defaults.pooling,

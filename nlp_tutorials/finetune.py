@@ -4,7 +4,9 @@ The recipe (BERT paper, section 4.1): the pooled ``[CLS]`` vector feeds a 2-way 
 (:class:`~nlp_tutorials.heads.SequenceClassifier`); the whole network trains with AdamW, linear
 warm-up over 10% of the steps, then linear decay. MRPC has no official dev split in the original
 files, so the last ``dev_size`` (default 408, GLUE's dev size) train pairs are held out: the epoch
-with the best dev accuracy is kept, and only that model is scored on the test split.
+with the best dev accuracy is kept, and only that model is scored on the test split. With
+``dev_size`` 0 every train pair trains and the last epoch is kept: the usual second stage once
+a recipe (its number of epochs above all) has been chosen on dev.
 
 ``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.pretrained`).
 
@@ -36,10 +38,11 @@ RESULTS_FILE = "results.json"
 
 
 def split_train_dev(pairs, dev_size: int):
-    """(train, dev): the last ``dev_size`` pairs are dev, as GLUE's 3,668 / 408 split."""
-    if not 0 < dev_size < len(pairs):
-        raise UserError(f"--dev-size {dev_size}: expected 1 to {len(pairs) - 1}")
-    return pairs[:-dev_size], pairs[-dev_size:]
+    """(train, dev): the last ``dev_size`` pairs are dev, as GLUE's 3,668 / 408 split; with
+    ``dev_size`` 0, every pair trains and dev is empty."""
+    if not 0 <= dev_size < len(pairs):
+        raise UserError(f"--dev-size {dev_size}: expected 0 to {len(pairs) - 1}")
+    return pairs[:len(pairs) - dev_size], pairs[len(pairs) - dev_size:]
 
 
 def backbone_and_tokenizer(config: FinetuneConfig):
@@ -138,7 +141,8 @@ def scores(head, arrays) -> dict:
 def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores).
 
-    The head trains under ``strategy`` (its variables live on every replica); scoring runs on
+    The epoch with the best dev accuracy is kept; without dev pairs (``dev_size`` 0) the last
+    epoch is, and the dev scores are None. The head trains under ``strategy`` (its variables live on every replica); scoring runs on
     one device.
     """
     with strategy.scope():
@@ -146,7 +150,7 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
     max_len = min(config.max_len, backbone.config.max_position_embeddings)
     train_pairs, dev_pairs = split_train_dev(load_mrpc("train"), config.dev_size)
     train = encode(tokenizer, train_pairs, max_len, swap=config.swap_augment)
-    dev = encode(tokenizer, dev_pairs, max_len)
+    dev = encode(tokenizer, dev_pairs, max_len) if dev_pairs else None
     test = encode(tokenizer, load_mrpc("test"), max_len)
     keras.utils.set_random_seed(seed)
     steps_per_epoch = len(train["labels"]) // config.batch_size
@@ -161,26 +165,33 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
         for batch in batches(train, config.batch_size, rng, drop_remainder=True):
             step_fn = step_fn or distribute.compiled_step(strategy, head, batch)
             metrics = step_fn(batch)
+        report = f"seed {seed} epoch {epoch}: train loss {float(metrics['loss']):.3f}"
+        if dev is None:
+            printer(report)
+            continue
         dev_scores = scores(head, dev)
-        printer(f"seed {seed} epoch {epoch}: train loss {float(metrics['loss']):.3f}, "
-                f"dev accuracy {dev_scores['accuracy']:.3f} F1 {dev_scores['f1']:.3f}")
+        printer(f"{report}, dev accuracy {dev_scores['accuracy']:.3f} "
+                f"F1 {dev_scores['f1']:.3f}")
         if dev_scores["accuracy"] > best[0]:
             best = (dev_scores["accuracy"], [w.numpy() for w in head.weights], dev_scores)
-    for weight, value in zip(head.weights, best[1]):
-        weight.assign(value)
+    if dev is not None:
+        for weight, value in zip(head.weights, best[1]):
+            weight.assign(value)
     # Training is over. Dropping AdamW (two slots the size of every weight) and the step that
     # holds it frees that memory for scoring and saving, and keeps it out of model.keras,
     # which only prediction reads: the file is a third of the size.
     head.optimizer = None
     step_fn = None
     test_scores = scores(head, test)
-    printer(f"seed {seed}: best dev accuracy {best[0]:.3f}; test accuracy "
-            f"{test_scores['accuracy']:.3f} F1 {test_scores['f1']:.3f}")
+    kept = "last epoch (no dev pairs)" if dev is None else f"best dev accuracy {best[0]:.3f}"
+    printer(f"seed {seed}: {kept}; test accuracy {test_scores['accuracy']:.3f} "
+            f"F1 {test_scores['f1']:.3f}")
     return head, tokenizer, best[2], test_scores
 
 
 def finetune(config: FinetuneConfig, printer=print) -> dict:
-    """Fine-tune with ``seeds`` seeds; save the best-on-dev head; return the test summary.
+    """Fine-tune with ``seeds`` seeds; save the best-on-dev head (the first seed's without dev
+    pairs); return the test summary.
 
     Under ``--strategy multiworker`` the workers other than the chief write into a sub-folder
     of ``output_dir`` (see :func:`nlp_tutorials.distribute.worker_dir`).
@@ -194,8 +205,8 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     for seed in range(config.seed, config.seed + config.seeds):
         head, tokenizer, dev, test = finetune_once(config, seed, strategy, printer)
         runs.append({"seed": seed, "dev": dev, "test": test})
-        if kept is None or dev["accuracy"] > kept[2]:
-            kept = (head, tokenizer, dev["accuracy"])
+        if kept is None or (dev is not None and dev["accuracy"] > kept[2]):
+            kept = (head, tokenizer, None if dev is None else dev["accuracy"])
     summary = {name: mean_std([run["test"][name] for run in runs]) for name in ("accuracy", "f1")}
     printer(f"MRPC test over {len(runs)} seed(s): accuracy {100 * summary['accuracy'][0]:.1f} "
             f"± {100 * summary['accuracy'][1]:.1f}%, F1 {100 * summary['f1'][0]:.1f} "

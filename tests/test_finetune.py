@@ -32,8 +32,25 @@ def test_train_dev_split_is_glue_sized():
     train, dev = split_train_dev(load_mrpc("train"), 408)
     assert (len(train), len(dev)) == (3668, 408)
     assert dev[-1] == load_mrpc("train")[-1]
-    with pytest.raises(UserError, match="--dev-size 5000: expected 1 to 4075"):
+    with pytest.raises(UserError, match="--dev-size 5000: expected 0 to 4075"):
         split_train_dev(load_mrpc("train"), 5000)
+    train, dev = split_train_dev(load_mrpc("train"), 0)
+    assert (len(train), dev) == (4076, [])
+
+
+def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(finetuned):
+    from nlp_tutorials.finetune import finetune
+
+    root = finetuned[0]
+    printed = []
+    config = FinetuneConfig(model_dir=str(root / "bert"), output_dir=str(root / "all_pairs"),
+                            epochs=2, batch_size=64, learning_rate=1e-3, dev_size=0)
+    result = finetune(config, printer=printed.append)
+    assert result["runs"][0]["dev"] is None
+    assert 0.3 < result["runs"][0]["test"]["accuracy"] < 1.0
+    assert "seed 1 epoch 2: train loss" in printed[1] and "dev" not in printed[1]
+    assert any("last epoch (no dev pairs)" in line for line in printed)
+    assert (root / "all_pairs" / "model.keras").is_file()
 
 
 def test_finetune_without_pretrained_checkpoint_says_what_to_do(tmp_path):
