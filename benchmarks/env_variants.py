@@ -14,6 +14,11 @@ Variants (``VARIANTS`` below):
     fuse         XLA auto-clustering of element-wise ops only (``--tf_xla_ops_to_cluster=FUSIBLE``):
                  matmuls stay oneDNN kernels, the chains between them become fused XLA kernels
     autocluster  XLA auto-clustering of everything it can compile, matmuls included
+    interop1     one inter-op thread (``TF_NUM_INTEROP_THREADS=1``) instead of one per core
+    caller       oneDNN counts the calling thread as one of its workers
+                 (``TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1``)
+    sysalloc     oneDNN ops allocate with the system allocator instead of TensorFlow's pool
+                 (``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1``)
 """
 import argparse
 import os
@@ -28,6 +33,9 @@ VARIANTS = {
     "baseline": {},
     "fuse": {"TF_XLA_FLAGS": AUTO_JIT + " --tf_xla_ops_to_cluster=FUSIBLE"},
     "autocluster": {"TF_XLA_FLAGS": AUTO_JIT},
+    "interop1": {"TF_NUM_INTEROP_THREADS": "1"},
+    "caller": {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"},
+    "sysalloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"},
 }
 STEP_LINE = re.compile(r"^\w[\w-]*: (?P<seconds>[\d.]+) s/step .*peak RSS (?P<rss>\d+) MB")
 PROBE_LINE = re.compile(r"matmul: (?P<rate>[\d.]+) GFLOP/s")
@@ -52,7 +60,7 @@ def run_once(variant, config, steps):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="default", help="a train_throughput.py config")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
+    parser.add_argument("--variants", default="baseline,fuse,autocluster",
                         help="comma-separated, the first is the baseline: " + ", ".join(VARIANTS))
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20, help="timed steps per process")
