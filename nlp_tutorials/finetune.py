@@ -142,8 +142,8 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores).
 
     The epoch with the best dev accuracy is kept; without dev pairs (``dev_size`` 0) the last
-    epoch is, and the dev scores are None. The head trains under ``strategy`` (its variables live on every replica); scoring runs on
-    one device.
+    epoch is, and the dev scores are None. The head trains under ``strategy`` (its variables
+    live on every replica); scoring runs on one device.
     """
     with strategy.scope():
         backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed))

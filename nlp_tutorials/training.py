@@ -364,8 +364,9 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
     Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len
     (longer pairs are truncated longest-first) and one fixed masking (seed + 1000). Metrics
     are means over full batches of ``batch_size`` pairs (the last partial batch, under
-    ``batch_size`` of the 1,725 pairs, is left out). For BERT it also reports the most-frequent-token baseline: the accuracy of always guessing
-    the token most often masked in train.
+    ``batch_size`` of the 1,725 pairs, is left out). For BERT it also reports the
+    most-frequent-token baseline: the accuracy of always guessing the token most often masked
+    in train.
     """
     masked = config.model_type == "bert"
     test = PretrainingData(tokenizer, load_mrpc("test"), max_len=config.max_len,
