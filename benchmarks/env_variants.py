@@ -15,6 +15,8 @@ Variants (``VARIANTS`` below):
                  matmuls stay oneDNN kernels, the chains between them become fused XLA kernels
     autocluster  XLA auto-clustering of everything it can compile, matmuls included
     interop1     one inter-op thread (``TF_NUM_INTEROP_THREADS=1``) instead of one per core
+    intraop1     one intra-op thread (``TF_NUM_INTRAOP_THREADS=1``): each kernel on one core,
+                 independent kernels side by side
     caller       oneDNN counts the calling thread as one of its workers
                  (``TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1``)
     sysalloc     oneDNN ops allocate with the system allocator instead of TensorFlow's pool
@@ -34,6 +36,7 @@ VARIANTS = {
     "fuse": {"TF_XLA_FLAGS": AUTO_JIT + " --tf_xla_ops_to_cluster=FUSIBLE"},
     "autocluster": {"TF_XLA_FLAGS": AUTO_JIT},
     "interop1": {"TF_NUM_INTEROP_THREADS": "1"},
+    "intraop1": {"TF_NUM_INTRAOP_THREADS": "1"},
     "caller": {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"},
     "sysalloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"},
 }
