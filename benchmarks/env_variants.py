@@ -19,6 +19,8 @@ Variants (``VARIANTS`` below):
                  independent kernels side by side
     caller       oneDNN counts the calling thread as one of its workers
                  (``TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD=1``)
+    primcache    oneDNN keeps at most 64 compiled primitives (``ONEDNN_PRIMITIVE_CACHE_CAPACITY=64``,
+                 default 1024): less memory for JIT-compiled kernels, more recompiling
     sysalloc     oneDNN ops allocate with the system allocator instead of TensorFlow's pool
                  (``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1``)
 """
@@ -38,6 +40,7 @@ VARIANTS = {
     "interop1": {"TF_NUM_INTEROP_THREADS": "1"},
     "intraop1": {"TF_NUM_INTRAOP_THREADS": "1"},
     "caller": {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"},
+    "primcache": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"},
     "sysalloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"},
 }
 STEP_LINE = re.compile(r"^\w[\w-]*: (?P<seconds>[\d.]+) s/step .*peak RSS (?P<rss>\d+) MB")
