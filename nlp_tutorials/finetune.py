@@ -205,8 +205,9 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     for seed in range(config.seed, config.seed + config.seeds):
         head, tokenizer, dev, test = finetune_once(config, seed, strategy, printer)
         runs.append({"seed": seed, "dev": dev, "test": test})
-        if kept is None or (dev is not None and dev["accuracy"] > kept[2]):
-            kept = (head, tokenizer, None if dev is None else dev["accuracy"])
+        dev_accuracy = -1.0 if dev is None else dev["accuracy"]
+        if kept is None or dev_accuracy > kept[2]:
+            kept = (head, tokenizer, dev_accuracy)
     summary = {name: mean_std([run["test"][name] for run in runs]) for name in ("accuracy", "f1")}
     printer(f"MRPC test over {len(runs)} seed(s): accuracy {100 * summary['accuracy'][0]:.1f} "
             f"± {100 * summary['accuracy'][1]:.1f}%, F1 {100 * summary['f1'][0]:.1f} "
