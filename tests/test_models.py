@@ -15,7 +15,7 @@ from nlp_tutorials.config import ModelConfig  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
 from nlp_tutorials.transformer import (  # noqa: E402
     MASK_VALUE, FeedForward, LayerNorm, MultiHeadAttention, Transformer, causal_mask, gelu,
-    layer_norm, padding_mask)
+    layer_norm, padding_mask, softmax_cross_entropy)
 
 VOCAB = 40
 
@@ -169,6 +169,36 @@ def test_gelu_and_its_gradient_match_numpy_and_finite_differences():
         np.testing.assert_allclose(tf.cast(half, tf.float64).numpy(),
                                    x[::20] * numpy_normal_cdf(x[::20]),
                                    rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("compiled", ["eager", "graph", "xla"])
+def test_softmax_cross_entropy_and_its_gradient_match_numpy(compiled):
+    rng = np.random.default_rng(6)
+    # Large logits (up to 80 apart) would overflow a naive exp in float32; int64 labels, 3-D.
+    logits = (rng.normal(size=(2, 3, 7)) * 30).astype("float32")
+    labels = rng.integers(0, 7, size=(2, 3))
+    upstream = rng.normal(size=(2, 3)).astype("float32")
+
+    def loss_and_gradient(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            per_position = softmax_cross_entropy(tf.constant(labels), logits)
+            loss = tf.reduce_sum(per_position * upstream)
+        return per_position, tape.gradient(loss, logits)
+
+    if compiled != "eager":
+        loss_and_gradient = tf.function(loss_and_gradient, jit_compile=compiled == "xla")
+    per_position, gradient = loss_and_gradient(tf.constant(logits))
+
+    wide = logits.astype("float64")
+    log_softmax = wide - wide.max(-1, keepdims=True)
+    log_softmax -= np.log(np.exp(log_softmax).sum(-1, keepdims=True))
+    one_hot = np.eye(7)[labels]
+    np.testing.assert_allclose(per_position.numpy(),
+                               -np.take_along_axis(log_softmax, labels[..., None], -1)[..., 0],
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gradient.numpy(),
+                               (np.exp(log_softmax) - one_hot) * upstream[..., None], atol=1e-6)
 
 
 def test_masks_stay_finite_in_half_precision():
