@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.transformer import (
-    MASK_VALUE, Transformer, dense_gradients, global_sum, sparse_cross_entropy,
+    MASK_VALUE, Dropout, Transformer, dense_gradients, global_sum, sparse_cross_entropy,
     truncated_normal)
 
 
@@ -136,7 +136,7 @@ class SequenceClassifier(Head):
         self.num_labels = num_labels
         self.pooling = pooling
         self.dropout_rate = default_dropout(backbone, dropout)
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = Dropout(self.dropout_rate)
         self.classifier = self.dense(num_labels, "classifier")
         self.build_weights()
 
@@ -185,7 +185,7 @@ class TokenClassifier(Head):
         super().__init__(backbone, **kwargs)
         self.num_labels = num_labels
         self.dropout_rate = default_dropout(backbone, dropout)
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = Dropout(self.dropout_rate)
         self.classifier = self.dense(num_labels, "classifier")
         self.build_weights()
 
@@ -262,7 +262,7 @@ class MultipleChoice(Head):
     def __init__(self, backbone, dropout=None, **kwargs):
         super().__init__(backbone, **kwargs)
         self.dropout_rate = default_dropout(backbone, dropout)
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.dropout = Dropout(self.dropout_rate)
         self.scorer = self.dense(1, "scorer")
         self.build_weights()
 

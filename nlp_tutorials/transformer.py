@@ -98,8 +98,11 @@ INV_SQRT_2PI = 0.3989422804014327   # 1 / sqrt(2 pi)
 
 
 def normal_cdf(x):
-    """Phi(x), the standard normal CDF, element-wise: 0.5 * erfc(-x / sqrt(2))."""
-    return 0.5 * tf.math.erfc(-x * SQRT_HALF)
+    """Phi(x), the standard normal CDF, element-wise: 0.5 * erfc(-x / sqrt(2)).
+
+    Written ``x * -SQRT_HALF``: ``-x * SQRT_HALF`` runs a negation over the whole tensor first.
+    """
+    return 0.5 * tf.math.erfc(x * -SQRT_HALF)
 
 
 @tf.custom_gradient
@@ -164,6 +167,37 @@ def activation(name: str):
     return keras.activations.get(name)
 
 
+class Dropout(keras.layers.Dropout):
+    """Keras' Dropout (same rate, seed, weights and config) drawing half as many random numbers.
+
+    On CPU most of dropout's time goes to TensorFlow's Philox generator: Keras draws one 32-bit
+    number per element; this layer draws one per two elements and uses each 16-bit half,
+    which makes the forward and backward of the default model's 13 dropouts 1.6x faster
+    (benchmarks/layer_variants.py). An element is kept when its 16 bits, read as an integer
+    in [0, 65536), reach ``round(rate * 65536)``, so the rate is rounded to a multiple of
+    1/65536 (0.1 becomes 0.100006); kept elements are scaled by 65536 / (65536 - that
+    threshold), which leaves every element's expected value unchanged.
+    ``call(inputs, training)``: inputs of any shape and float dtype -> the same shape.
+    """
+
+    RESOLUTION = 65536  # values of a 16-bit random integer
+
+    def call(self, inputs, training=False):
+        threshold = round(self.rate * self.RESOLUTION)
+        if not training or threshold == 0:
+            return inputs
+        if self.noise_shape is not None or threshold >= self.RESOLUTION:
+            return super().call(inputs, training=training)
+        seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
+        size = tf.size(inputs)
+        bits = tf.random.stateless_uniform([(size + 1) // 2], seed, dtype=tf.int32,
+                                           minval=None, maxval=None)  # [ceil(size / 2)]
+        halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]  # [size], in [0, 65536)
+        keep = tf.reshape(halves, tf.shape(inputs)) >= tf.constant(threshold, tf.uint16)
+        scale = self.RESOLUTION / (self.RESOLUTION - threshold)
+        return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros([], inputs.dtype))
+
+
 class MultiHeadAttention(keras.layers.Layer):
     """Scaled dot-product attention over ``num_attention_heads`` heads.
 
@@ -185,7 +219,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key = keras.layers.Dense(**dense, name="key")
         self.value = keras.layers.Dense(**dense, name="value")
         self.output_dense = keras.layers.Dense(**dense, name="output")
-        self.dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
+        self.dropout = Dropout(config.attention_probs_dropout_prob)
 
     def split_heads(self, x):
         """[batch, step, hidden] -> [batch, heads, step, head_size]"""
@@ -278,7 +312,7 @@ class ResidualNorm(keras.layers.Layer):
 
     def __init__(self, config: ModelConfig, **kwargs):
         super().__init__(**kwargs)
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
         self.norm = LayerNorm(epsilon=config.layer_norm_eps, name="norm")
 
     def call(self, x, sublayer_output, training=False):
@@ -401,7 +435,7 @@ class Embeddings(keras.layers.Layer):
                                                 embeddings_initializer=init, name="segments")
                          if with_segments else None)
         self.norm = LayerNorm(epsilon=config.layer_norm_eps, name="norm")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     @property
     def word_embeddings(self):

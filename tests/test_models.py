@@ -14,7 +14,7 @@ from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
 from nlp_tutorials.transformer import (  # noqa: E402
-    MASK_VALUE, FeedForward, LayerNorm, MultiHeadAttention, Transformer, causal_mask, gelu,
+    MASK_VALUE, Dropout, FeedForward, LayerNorm, MultiHeadAttention, Transformer, causal_mask, gelu,
     layer_norm, padding_mask, softmax_cross_entropy)
 
 VOCAB = 40
@@ -199,6 +199,32 @@ def test_softmax_cross_entropy_and_its_gradient_match_numpy(compiled):
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(gradient.numpy(),
                                (np.exp(log_softmax) - one_hot) * upstream[..., None], atol=1e-6)
+
+
+def test_dropout_keeps_the_expected_share_scaled_to_an_unchanged_mean():
+    layer = Dropout(0.1, seed=3)
+    x = np.ones((1001, 999), "float32")  # odd size: the last random number is used by half
+    with tf.GradientTape() as tape:
+        inputs = tf.constant(x)
+        tape.watch(inputs)
+        out = layer(inputs, training=True)
+    out, gradient = out.numpy(), tape.gradient(out, inputs).numpy()
+    threshold = round(0.1 * 65536)  # 6554: rate 0.100006
+    scale = 65536 / (65536 - threshold)
+    kept = out != 0
+    assert set(np.unique(out)) == {0.0, np.float32(scale)}
+    np.testing.assert_array_equal(gradient, kept * np.float32(scale))
+    # 1e6 Bernoulli(0.9) draws: the share's standard deviation is 3e-4.
+    assert abs(kept.mean() - (1 - threshold / 65536)) < 2e-3
+    assert abs(out.mean() - 1.0) < 3e-3
+    # The two 16-bit halves of one random number decide neighbouring elements independently.
+    pairs = kept.reshape(-1)[:-1:2], kept.reshape(-1)[1::2]
+    assert abs((pairs[0] & pairs[1]).mean() - 0.9 ** 2) < 3e-3
+    assert not np.array_equal(layer(inputs, training=True).numpy() != 0, kept)  # new mask
+    np.testing.assert_array_equal(layer(inputs, training=False).numpy(), x)
+    assert Dropout(0.0)(inputs, training=True) is inputs
+    half = Dropout(0.5, seed=1, dtype="float16")(tf.ones([64, 64], tf.float16), training=True)
+    assert half.dtype == tf.float16 and set(np.unique(half.numpy())) == {0.0, 2.0}
 
 
 def test_masks_stay_finite_in_half_precision():
