@@ -1,6 +1,11 @@
 """The training step under different TensorFlow environment settings, in alternating processes.
 
     python benchmarks/env_variants.py [--config default] [--rounds 4] [--steps 20]
+    python benchmarks/env_variants.py --variants earlier,baseline --earlier-tree /tmp/old
+
+``--earlier-tree`` adds the variant ``earlier``: the same script importing ``nlp_tutorials``
+from another checkout (``git worktree add /tmp/old <commit>``), to time a code change in
+alternating processes.
 
 Some settings (``TF_XLA_FLAGS``, ``TF_ENABLE_ONEDNN_OPTS``) are read once per process, so two of
 them cannot share one process the way ``ffn_layout_step.py``'s variants do. This script runs
@@ -23,6 +28,10 @@ Variants (``VARIANTS`` below):
                  default 1024): less memory for JIT-compiled kernels, more recompiling
     sysalloc     oneDNN ops allocate with the system allocator instead of TensorFlow's pool
                  (``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1``)
+    arena1       glibc malloc keeps one arena for all threads (``MALLOC_ARENA_MAX=1``) instead of
+                 up to eight per core: freed small blocks are reused across threads
+    mmap64k      glibc serves blocks of 64 KiB and more with mmap and returns freed memory at once
+                 (``MALLOC_MMAP_THRESHOLD_=65536 MALLOC_TRIM_THRESHOLD_=0``)
 """
 import argparse
 import os
@@ -42,6 +51,8 @@ VARIANTS = {
     "caller": {"TF_ONEDNN_THREADPOOL_USE_CALLER_THREAD": "1"},
     "primcache": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"},
     "sysalloc": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"},
+    "arena1": {"MALLOC_ARENA_MAX": "1"},
+    "mmap64k": {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"},
 }
 STEP_LINE = re.compile(r"^\w[\w-]*: (?P<seconds>[\d.]+) s/step .*peak RSS (?P<rss>\d+) MB")
 PROBE_LINE = re.compile(r"matmul: (?P<rate>[\d.]+) GFLOP/s")
@@ -49,7 +60,7 @@ PROBE_LINE = re.compile(r"matmul: (?P<rate>[\d.]+) GFLOP/s")
 
 def run_once(variant, config, steps):
     """(seconds per step, peak RSS MB, matmul GFLOP/s) of one train_throughput.py process."""
-    env = dict(os.environ, **VARIANTS[variant])
+    env = dict(os.environ, **VARIANTS[variant])  # earlier: PYTHONPATH, set by main()
     script = Path(__file__).with_name("train_throughput.py")
     result = subprocess.run(
         [sys.executable, str(script), "--configs", config, "--steps", str(steps)],
@@ -70,7 +81,12 @@ def main(argv=None):
                         help="comma-separated, the first is the baseline: " + ", ".join(VARIANTS))
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20, help="timed steps per process")
+    parser.add_argument("--earlier-tree", help="another checkout, for the variant 'earlier'")
     args = parser.parse_args(argv)
+    if args.earlier_tree:
+        if not (Path(args.earlier_tree) / "nlp_tutorials").is_dir():
+            parser.error(f"--earlier-tree {args.earlier_tree}: no nlp_tutorials package there")
+        VARIANTS["earlier"] = {"PYTHONPATH": str(Path(args.earlier_tree).resolve())}
     names = args.variants.split(",")
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
