@@ -471,8 +471,8 @@ def softmax_cross_entropy(labels, logits):
 
     The gradient, ``softmax(logits) - onehot(label)`` times the upstream gradient, is one pass
     over the logits plus a scatter of the labels' entries. TensorFlow's fused kernel does the
-    same arithmetic but takes 1.8x the time forward and backward at the masked-LM head's
-    [160, 19500] on the 2-core CPU (benchmarks/layer_variants.py, benchmarks/RESULTS.md).
+    same arithmetic in about twice the time (1.8-2.3x), forward and backward, at the masked-LM
+    head's [160, 19500] on the 2-core CPU (benchmarks/layer_variants.py, RESULTS.md).
     """
     classes = tf.shape(logits)[-1]
     flat_logits = tf.reshape(logits, [-1, classes])  # [positions, classes]
