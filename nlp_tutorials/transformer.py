@@ -172,7 +172,7 @@ class Dropout(keras.layers.Dropout):
 
     On CPU most of dropout's time goes to TensorFlow's Philox generator: Keras draws one 32-bit
     number per element; this layer draws one per two elements and uses each 16-bit half,
-    which makes the forward and backward of the default model's 13 dropouts 1.6x faster
+    which makes the forward and backward of the default model's 13 dropouts 1.5x faster
     (benchmarks/layer_variants.py). An element is kept when its 16 bits, read as an integer
     in [0, 65536), reach ``round(rate * 65536)``, so the rate is rounded to a multiple of
     1/65536 (0.1 becomes 0.100006); kept elements are scaled by 65536 / (65536 - that
