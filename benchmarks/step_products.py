@@ -18,6 +18,7 @@ with torch 2.13.0 and transformers) one run of ``hf_reference_throughput.py``; i
 three and the ratios reference / products and reference / real step.
 """
 import argparse
+import collections
 import os
 import re
 import statistics
@@ -111,11 +112,8 @@ def products_seconds(shapes):
     Taking the fastest layout assumes the producer of each operand could hand it over in any
     layout for free: no arrangement of the same products, run one after another, is faster.
     """
-    counts = {}
-    for shape in shapes:
-        counts[shape] = counts.get(shape, 0) + 1
     total = 0.0
-    for shape, count in counts.items():
+    for shape, count in collections.Counter(shapes).items():
         best = min(timed_product(*oriented(*shape, flip_a, flip_b))
                    for flip_a in (False, True) for flip_b in (False, True))
         total += count * best
