@@ -20,17 +20,17 @@ import tensorflow as tf
 
 from nlp_tutorials import pretrained
 from nlp_tutorials.gpt import GPT, NSP_WEIGHT
-from nlp_tutorials.transformer import padding_mask, sparse_cross_entropy
+from nlp_tutorials.losses import sparse_cross_entropy
+from nlp_tutorials.transformer import padding_mask
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
 class BERT(GPT):
     """Bidirectional encoder pre-trained with masked-LM and next-sentence prediction.
 
-    Same inputs and outputs as :class:`GPT`; the pooled output reads ``[CLS]`` (position 0).
+    Same inputs and outputs as :class:`GPT`; under the bidirectional mask the pooled output
+    reads ``[CLS]`` (position 0).
     """
-
-    pool_first_token = True
 
     @classmethod
     def from_pretrained(cls, path, printer=print) -> "BERT":

@@ -75,7 +75,7 @@ def gpt_stepper(model, batch: int, cached: bool = True, compiled: bool = True):
     quicker for a handful of tokens from a tiny model, as in the tests).
     """
     if cached:
-        cache = model.start_cache(batch)
+        cache = model.start_cache({"input_ids": tf.zeros([batch, 0], tf.int32)})
         return _compile(model.decode_step, compiled, _IDS, cache), cache
 
     def full_run(prefix):
@@ -89,7 +89,7 @@ def seq2seq_stepper(model, src_ids, cached: bool = True, compiled: bool = True):
     """(step, initial state) for the encoder-decoder Transformer translating ``src_ids``."""
     src_ids = tf.constant(src_ids, tf.int32)
     if cached:
-        cache = model.start_cache(src_ids)
+        cache = model.start_cache({"src_ids": src_ids})
         return _compile(model.decode_step, compiled, _IDS, cache), cache
 
     def full_run(prefix):

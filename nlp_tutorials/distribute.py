@@ -6,7 +6,7 @@ its rows of the global batch and runs the model's own ``step()`` there. Two thin
 sums right:
 
 - every loss is (sum over this replica's examples) / (weight of the *global* batch)
-  (:func:`nlp_tutorials.transformer.global_sum`), so the replicas' losses and gradients add up
+  (:func:`nlp_tutorials.losses.global_sum`), so the replicas' losses and gradients add up
   to the single-device ones;
 - the Keras optimizer all-reduces gradients by SUM across replicas before applying them.
 
@@ -239,7 +239,7 @@ def compiled_step(strategy, model, batch, jit_compile: bool = False, training: b
         return {name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
                 for name, value in metrics.items()}
 
-    from nlp_tutorials.transformer import batch_signature
+    from nlp_tutorials.trainable import batch_signature
 
     return tf.function(global_step, input_signature=[batch_signature(batch)],
                        jit_compile=jit_compile)

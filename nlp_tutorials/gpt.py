@@ -20,9 +20,10 @@ import tensorflow as tf
 
 from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.errors import UserError
+from nlp_tutorials.kernels import LayerNorm
+from nlp_tutorials.losses import sparse_cross_entropy
 from nlp_tutorials.transformer import (
-    Embeddings, Encoder, LayerNorm, Transformer, activation, cached_causal_mask, causal_mask,
-    sparse_cross_entropy, truncated_normal)
+    Embeddings, Encoder, Transformer, activation, cached_causal_mask, truncated_normal)
 
 NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
 
@@ -71,15 +72,15 @@ class Pooler(keras.layers.Layer):
 class GPT(Transformer):
     """Decoder-only Transformer: word + segment + position embeddings, one causal stack.
 
+    What it changes from :class:`Transformer`: the layers (one stack, no cross-attention),
+    ``call``'s inputs and outputs, ``step()`` (next-token loss) and decoding; the mask stays the
+    Transformer's causal one.
+
     ``call({"input_ids", "token_type_ids"})`` with both [batch, step] returns a dict:
     ``sequence_output`` [batch, step, hidden], ``pooled_output`` [batch, hidden] and
     ``attentions`` ``{"encoder": [one [batch, heads, step, step] tensor per layer]}``.
     Heads: :meth:`pretraining_heads` maps those to token logits and next-sentence logits.
     """
-
-    # The pooled position must be one that attends to the whole sequence: under a causal
-    # mask only the last real token does. BERT, attending both ways, uses [CLS] at position 0.
-    pool_first_token = False
 
     def build_layers(self):
         config = self.config
@@ -95,20 +96,17 @@ class GPT(Transformer):
         outputs = self({"input_ids": ids, "token_type_ids": tf.zeros_like(ids)}, training=False)
         self.pretraining_heads(outputs["sequence_output"], outputs["pooled_output"])
 
-    def mask(self, ids, attention_mask=None):
-        """Causal: position i attends to real tokens at positions <= i. [batch, 1, step, step]
+    def summary_positions(self, mask):
+        """Index per sequence of the token the pooler reads: the first one that attends to
+        every real token. Under GPT's causal mask that is the last real token; under BERT's
+        bidirectional one, ``[CLS]`` at position 0.
 
-        Real tokens are those not equal to ``pad_token_id``, or where ``attention_mask``
-        [batch, step] is 1 when it is given.
+        ``mask``: additive, [batch, 1, step, step] or [batch, 1, 1, step] -> [batch] int32.
         """
-        return causal_mask(ids, self.config.pad_token_id, attention_mask)
-
-    def summary_positions(self, ids):
-        """Index per sequence of the token the pooler reads: [batch] int32."""
-        if self.pool_first_token:
-            return tf.zeros([tf.shape(ids)[0]], tf.int32)
-        real = tf.cast(tf.not_equal(ids, self.config.pad_token_id), tf.int32)
-        return tf.maximum(tf.reduce_sum(real, axis=1) - 1, 0)
+        visible = tf.equal(mask[:, 0], 0.0)  # [batch, step or 1, step]: query sees key
+        real = tf.reduce_any(visible, axis=1, keepdims=True)  # [batch, 1, step]: seen at all
+        sees_all = tf.reduce_all(visible | ~real, axis=-1)  # [batch, step or 1]
+        return tf.argmax(tf.cast(sees_all, tf.int32), axis=1, output_type=tf.int32)
 
     def call(self, inputs, training=False):
         ids = inputs["input_ids"]  # [batch, step]
@@ -116,7 +114,7 @@ class GPT(Transformer):
         mask = self.mask(ids, inputs.get("attention_mask"))
         x, attentions = self.encoder(x, mask, training=training)
         return {"sequence_output": x,  # [batch, step, hidden]
-                "pooled_output": self.pooler(x, self.summary_positions(ids)),  # [batch, hidden]
+                "pooled_output": self.pooler(x, self.summary_positions(mask)),  # [batch, hidden]
                 "attentions": {"encoder": attentions}}
 
     def encode(self, input_ids, token_type_ids=None, attention_mask=None, training=False):
@@ -148,8 +146,11 @@ class GPT(Transformer):
         return (self.lm_head(sequence_output, self.embeddings.word_embeddings),
                 self.nsp_head(pooled_output))
 
-    def start_cache(self, batch):
-        """The cache decoding starts from: per layer, keys and values of no positions yet."""
+    def start_cache(self, inputs):
+        """The cache decoding starts from, for the batch of ``inputs["input_ids"]`` [batch,
+        step]: per layer, keys and values of no positions yet (the prompt is fed by
+        :meth:`decode_step`)."""
+        batch = tf.shape(inputs["input_ids"])[0]
         return [block.attention.empty_cache(batch) for block in self.encoder.blocks]
 
     def decode_step(self, input_ids, cache):

@@ -22,9 +22,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nlp_tutorials.transformer import (
-    MASK_VALUE, Dropout, Transformer, dense_gradients, global_sum, sparse_cross_entropy,
-    truncated_normal)
+from nlp_tutorials.kernels import Dropout
+from nlp_tutorials.losses import global_sum, sparse_cross_entropy
+from nlp_tutorials.trainable import TrainableModel
+from nlp_tutorials.transformer import MASK_VALUE, truncated_normal
 
 
 def default_dropout(backbone, dropout):
@@ -32,7 +33,7 @@ def default_dropout(backbone, dropout):
     return backbone.config.hidden_dropout_prob if dropout is None else dropout
 
 
-class Head(keras.Model):
+class Head(TrainableModel):
     """What every head shares: the backbone, the training step and the saved config.
 
     Subclasses create their layers, then call :meth:`build_weights`; they define ``call`` and
@@ -84,24 +85,6 @@ class Head(keras.Model):
         if training:
             self.apply_gradients(tape, loss)
         return metrics
-
-    def apply_gradients(self, tape, loss):
-        """Back-propagate ``loss`` and update every weight it reaches.
-
-        The backbone's pre-training heads (and, for the token-level heads, its pooler) take no
-        part in the loss; they are skipped rather than handed to the optimizer without a
-        gradient, which it would warn about.
-        """
-        variables = self.trainable_variables
-        with tape:  # record the loss scale too (see Transformer.apply_gradients)
-            scaled = self.optimizer.scale_loss(loss)
-        grads = dense_gradients(tape.gradient(scaled, variables))
-        self.optimizer.apply_gradients(
-            [(grad, var) for grad, var in zip(grads, variables) if grad is not None])
-
-    # The same tracing as the backbone's: a tf.function of step() whose signature fixes dtypes
-    # and batch size only, so trimmed batches reuse one trace.
-    compiled_step = Transformer.compiled_step
 
     def get_config(self):
         return {"backbone": keras.saving.serialize_keras_object(self.backbone)}

@@ -27,6 +27,7 @@ from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
+from nlp_tutorials.kernels import AdamW
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
@@ -51,33 +52,6 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
-
-
-@keras.saving.register_keras_serializable(package="nlp_tutorials")
-class AdamW(keras.optimizers.AdamW):
-    """Keras' AdamW with each weight's Adam update done by TensorFlow's fused kernel.
-
-    Keras updates a weight in about ten element-wise ops, each reading and writing a tensor the
-    size of the weight; ``ResourceApplyAdam`` does it in one pass: 2.2x faster on the default
-    model's weights (benchmarks/RESULTS.md). The formula is Keras' (and the Adam paper's, epsilon
-    outside the square root): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-    w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon). Keras applies the decoupled
-    weight decay before it, as always. Slots, names and checkpoints are Keras' own; with
-    ``amsgrad=True`` the update is Keras' own too.
-    """
-
-    def update_step(self, gradient, variable, learning_rate):
-        if self.amsgrad:  # the fused kernel has no AMSGrad maximum
-            return super().update_step(gradient, variable, learning_rate)
-        index = self._get_variable_index(variable)
-        dtype = variable.dtype
-        step = tf.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
-        tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle, m=self._momentums[index].handle,
-            v=self._velocities[index].handle, beta1_power=tf.pow(beta_1, step),
-            beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype), beta1=beta_1,
-            beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
 
 
 def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,

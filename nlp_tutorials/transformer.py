@@ -31,13 +31,14 @@ if __name__ == "__main__":
 
     raise SystemExit(main("transformer"))
 
-import functools  # noqa: E402  (after the CLI hand-over above)
+import keras  # noqa: E402  (after the CLI hand-over above)
+import numpy as np
+import tensorflow as tf
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from nlp_tutorials.config import ModelConfig  # noqa: E402
+from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.kernels import Dropout, LayerNorm, gelu, transposed_feed_forward
+from nlp_tutorials.losses import sparse_cross_entropy
+from nlp_tutorials.trainable import TrainableModel
 
 # Large enough that exp() of it underflows to exactly 0 in float32, yet finite in float16
 # (max 65504) and bfloat16, so masked scores never turn into NaN under mixed precision.
@@ -93,109 +94,11 @@ def truncated_normal(config: ModelConfig):
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
-SQRT_HALF = 0.7071067811865476      # 1 / sqrt(2)
-INV_SQRT_2PI = 0.3989422804014327   # 1 / sqrt(2 pi)
-
-
-def normal_cdf(x):
-    """Phi(x), the standard normal CDF, element-wise: 0.5 * erfc(-x / sqrt(2)).
-
-    Written ``x * -SQRT_HALF``: ``-x * SQRT_HALF`` runs a negation over the whole tensor first.
-    """
-    return 0.5 * tf.math.erfc(x * -SQRT_HALF)
-
-
-@tf.custom_gradient
-def gelu(x):
-    """BERT's exact GELU, ``x * Phi(x)`` with ``Phi`` the standard normal CDF (not the tanh
-    approximation), element-wise on a float tensor of any shape.
-
-    The derivative ``Phi(x) + x * phi(x)`` is written out so back-propagation keeps only ``x``:
-    differentiating the composite ``0.5 * x * erfc(-x / sqrt(2))`` op by op keeps four tensors
-    of the feed-forward's intermediate size per layer (the largest activations of a BERT step),
-    and runs more element-wise kernels backwards.
-    """
-    def gradient(upstream):
-        pdf = tf.exp(-0.5 * tf.square(x)) * INV_SQRT_2PI
-        return upstream * (normal_cdf(x) + x * pdf)
-
-    return x * normal_cdf(x), gradient
-
-
-def layer_norm(x, gamma, beta, epsilon):
-    """``(x - mean) / sqrt(var + epsilon) * gamma + beta`` over the last axis of ``x``.
-
-    x: float [..., hidden]; gamma, beta: [hidden] of x's dtype. Its gradient is written out (as
-    :func:`gelu`'s): autodiff of the mean and variance runs about twice as many element-wise
-    kernels backwards (benchmarks/layer_variants.py).
-    """
-    @tf.custom_gradient
-    def normalise(x, gamma, beta):
-        centred = x - tf.reduce_mean(x, -1, keepdims=True)
-        inverse_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centred), -1, keepdims=True)
-                                    + epsilon)  # [..., 1]
-        normalised = centred * inverse_std
-
-        def gradient(upstream):
-            d_normalised = upstream * gamma
-            d_x = inverse_std * (
-                d_normalised - tf.reduce_mean(d_normalised, -1, keepdims=True)
-                - normalised * tf.reduce_mean(d_normalised * normalised, -1, keepdims=True))
-            outer_axes = list(range(len(x.shape) - 1))
-            return (d_x, tf.reduce_sum(upstream * normalised, outer_axes),
-                    tf.reduce_sum(upstream, outer_axes))
-
-        return normalised * gamma + beta, gradient
-
-    return normalise(x, gamma, beta)
-
-
-class LayerNorm(keras.layers.LayerNormalization):
-    """Keras' LayerNormalization over the last axis (same weights, names and config), computed
-    by :func:`layer_norm`, in float32 whatever the compute dtype, as Keras does."""
-
-    def call(self, inputs):
-        outputs = layer_norm(tf.cast(inputs, tf.float32), tf.cast(self.gamma, tf.float32),
-                             tf.cast(self.beta, tf.float32), self.epsilon)
-        return tf.cast(outputs, self.compute_dtype)
-
-
 def activation(name: str):
     """"gelu" is :func:`gelu`; other names are Keras activations."""
     if name == "gelu":
         return gelu
     return keras.activations.get(name)
-
-
-class Dropout(keras.layers.Dropout):
-    """Keras' Dropout (same rate, seed, weights and config) drawing half as many random numbers.
-
-    On CPU most of dropout's time goes to TensorFlow's Philox generator: Keras draws one 32-bit
-    number per element; this layer draws one per two elements and uses each 16-bit half,
-    which makes the forward and backward of the default model's 13 dropouts 1.5x faster
-    (benchmarks/layer_variants.py). An element is kept when its 16 bits, read as an integer
-    in [0, 65536), reach ``round(rate * 65536)``, so the rate is rounded to a multiple of
-    1/65536 (0.1 becomes 0.100006); kept elements are scaled by 65536 / (65536 - that
-    threshold), which leaves every element's expected value unchanged.
-    ``call(inputs, training)``: inputs of any shape and float dtype -> the same shape.
-    """
-
-    RESOLUTION = 65536  # values of a 16-bit random integer
-
-    def call(self, inputs, training=False):
-        threshold = round(self.rate * self.RESOLUTION)
-        if not training or threshold == 0:
-            return inputs
-        if self.noise_shape is not None or threshold >= self.RESOLUTION:
-            return super().call(inputs, training=training)
-        seed = tf.cast(tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32)
-        size = tf.size(inputs)
-        bits = tf.random.stateless_uniform([(size + 1) // 2], seed, dtype=tf.int32,
-                                           minval=None, maxval=None)  # [ceil(size / 2)]
-        halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]  # [size], in [0, 65536)
-        keep = tf.reshape(halves, tf.shape(inputs)) >= tf.constant(threshold, tf.uint16)
-        scale = self.RESOLUTION / (self.RESOLUTION - threshold)
-        return tf.where(keep, inputs * tf.cast(scale, inputs.dtype), tf.zeros([], inputs.dtype))
 
 
 class MultiHeadAttention(keras.layers.Layer):
@@ -264,14 +167,9 @@ class MultiHeadAttention(keras.layers.Layer):
 class FeedForward(keras.layers.Layer):
     """Position-wise feed-forward network: dense(intermediate, act) -> dense(hidden).
 
-    ``call(x)`` maps [batch, step, hidden] to [batch, step, hidden]. The weights are two ordinary
-    Dense layers, but the products run on the transposed activations, [features, tokens]. The
-    maths is the same; the reason is the backward pass on CPU. A Dense's weight gradient is
-    X^T dY, which sums over the batch's tokens, and TensorFlow's CPU kernels take twice a plain
-    product's time when that sum runs down the rows of X (benchmarks/matmul_shapes.py). With
-    X^T as the operand it runs along the rows, and the feed-forward's forward-and-backward is
-    a fifth faster at the default pre-training shape (level at MiniLM's and BERT-base's) for two
-    transposes of [tokens, hidden] (benchmarks/layer_variants.py, benchmarks/RESULTS.md).
+    ``call(x)`` maps [batch, step, hidden] to [batch, step, hidden]: ``output(intermediate(x))``,
+    computed on transposed activations by :func:`~nlp_tutorials.kernels.transposed_feed_forward`
+    (same result, faster backward pass on CPU).
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -288,23 +186,7 @@ class FeedForward(keras.layers.Layer):
         self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate.units,))
 
     def call(self, x):
-        hidden = x.shape[-1]
-        x_t = tf.transpose(tf.reshape(x, [-1, hidden]))  # [hidden, tokens]
-        inner_t = self.intermediate.activation(self.transposed_dense(self.intermediate, x_t))
-        y_t = self.transposed_dense(self.output_dense, inner_t)  # [hidden, tokens]
-        return tf.reshape(tf.transpose(y_t), tf.shape(x))  # [batch, step, hidden]
-
-    @staticmethod
-    def transposed_dense(dense, x_t):
-        """``(x W + b)^T = W^T x^T + b``: [in, tokens] -> [out, tokens], no activation.
-
-        W^T is a transposed copy of the (small) kernel rather than ``transpose_a=True``: its
-        gradient is then ``dY^T x`` transposed back, which Grappler turns into a plain product
-        with the untransposed activation (measured 2% faster per step than ``transpose_a``).
-        """
-        kernel_t = tf.transpose(tf.cast(dense.kernel, x_t.dtype))  # [out, in]
-        bias = tf.cast(dense.bias, x_t.dtype)  # [out]
-        return tf.matmul(kernel_t, x_t) + bias[:, None]
+        return transposed_feed_forward(self.intermediate, self.output_dense, x)
 
 
 class ResidualNorm(keras.layers.Layer):
@@ -449,104 +331,25 @@ class Embeddings(keras.layers.Layer):
         return self.dropout(self.norm(x), training=training)  # [batch, step, hidden]
 
 
-def global_sum(value):
-    """``value`` summed over the replicas of the running ``tf.distribute`` step.
-
-    On one device (no strategy, or outside ``strategy.run``) that is ``value`` itself.
-    """
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
-
-
-def softmax_cross_entropy(labels, logits):
-    """``-log softmax(logits)[label]`` at each position, with its gradient written out.
-
-    Args:
-        labels: int ids [...], each in [0, classes).
-        logits: float32 [..., classes].
-    Returns:
-        float32 [...]: the same values as ``tf.nn.sparse_softmax_cross_entropy_with_logits``.
-
-    The gradient, ``softmax(logits) - onehot(label)`` times the upstream gradient, is one pass
-    over the logits plus a scatter of the labels' entries. TensorFlow's fused kernel does the
-    same arithmetic in about twice the time (1.8-2.3x), forward and backward, at the masked-LM
-    head's [160, 19500] on the 2-core CPU (benchmarks/layer_variants.py, RESULTS.md).
-    """
-    classes = tf.shape(logits)[-1]
-    flat_logits = tf.reshape(logits, [-1, classes])  # [positions, classes]
-    flat_labels = tf.reshape(tf.cast(labels, tf.int32), [-1])  # [positions]
-
-    @tf.custom_gradient
-    def per_position(flat_logits):
-        # Shifted so the largest logit is 0: exp cannot overflow, and the sum is at least 1.
-        shifted = flat_logits - tf.reduce_max(flat_logits, -1, keepdims=True)
-        exp = tf.exp(shifted)  # [positions, classes]
-        total = tf.reduce_sum(exp, -1)  # [positions]
-        label_logit = tf.gather(shifted, flat_labels, batch_dims=1)  # [positions]
-
-        def gradient(upstream):  # [positions]
-            softmax_times_upstream = exp * (upstream / total)[:, tf.newaxis]
-            label_entries = tf.stack([tf.range(tf.shape(flat_labels)[0]), flat_labels], axis=1)
-            return tf.tensor_scatter_nd_sub(softmax_times_upstream, label_entries, upstream)
-
-        return tf.math.log(total) - label_logit, gradient
-
-    return tf.reshape(per_position(flat_logits), tf.shape(labels))
-
-
-def sparse_cross_entropy(labels, logits, weights):
-    """Mean cross-entropy over the positions where ``weights`` is 1.
-
-    Under ``tf.distribute`` each replica divides its sum by the weight of the *global* batch,
-    so the replicas' losses, and the gradients the optimizer sums across them, add up to the
-    single-device ones (a per-replica mean would weigh a replica's few masked tokens as much
-    as another's many).
-
-    Args:
-        labels: int ids [...]; logits: [..., vocab]; weights: float [...] of 0/1.
-    Returns:
-        scalar float32 loss, and the weighted accuracy of argmax(logits).
-    """
-    logits = tf.cast(logits, tf.float32)
-    weights = tf.cast(weights, tf.float32)
-    per_token = softmax_cross_entropy(labels, logits)
-    total = tf.maximum(global_sum(tf.reduce_sum(weights)), 1.0)
-    hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=labels.dtype), labels), tf.float32)
-    return tf.reduce_sum(per_token * weights) / total, tf.reduce_sum(hits * weights) / total
-
-
-def dense_gradients(grads):
-    """Gradients with every ``tf.IndexedSlices`` summed into a dense tensor (None kept).
-
-    An embedding lookup's gradient is IndexedSlices holding one row per use, so a row used
-    twice appears twice (segment ids in every sequence; every position once per replica after
-    a tf.distribute all-reduce). Keras' Adam squares those rows one by one, which makes its
-    second moment a sum of squares instead of the square of the sum; summed first, the update
-    is Adam's. Adam's first-moment update (gradient minus a dense slot) densifies it anyway.
-    """
-    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-
-
-def batch_signature(batch):
-    """tf.function input signature for batches shaped like ``batch`` (a dict of arrays):
-    dtypes and batch size fixed, every other axis open, so batches trimmed to different
-    lengths share one trace."""
-    return {name: tf.TensorSpec([value.shape[0]] + [None] * (len(value.shape) - 1),
-                                tf.as_dtype(value.dtype), name=name)
-            for name, value in batch.items()}
-
-
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
-class Transformer(keras.Model):
-    """Encoder-decoder Transformer for sequence-to-sequence tasks.
+class Transformer(TrainableModel):
+    """Encoder-decoder Transformer for sequence-to-sequence tasks, and the family's base class.
 
-    Inputs to ``call``: a dict with ``src_ids`` [batch, s_step] and ``tgt_ids``
-    [batch, t_step] (the decoder input, starting with a start token). Returns a dict with
-    ``logits`` [batch, t_step, target_vocab] and ``attentions``: ``{"encoder": [...],
-    "decoder": [...], "encoder_decoder": [...]}``, one [batch, heads, q_step, k_step] tensor per
-    layer.
+    What every model of the family shares, and keeps the meaning of when it overrides it:
+
+    - ``Transformer(config)`` builds its layers (:meth:`build_layers`) and every weight
+      (:meth:`build_weights`); ``get_config``/``from_config`` round-trip the config;
+    - ``call(inputs, training)``: a dict of [batch, step] tensors in, a dict out, with
+      ``attentions``: ``{stack name: [one [batch, heads, q_step, k_step] tensor per layer]}``;
+    - :meth:`mask`: the additive self-attention mask of a stack that reads ``ids``;
+    - :meth:`step`: one optimisation step on a batch dict (``TrainableModel`` compiles it and
+      runs it under Keras' ``fit``);
+    - :meth:`start_cache` / :meth:`decode_step`: generation one token at a time;
+    - :meth:`attend` / :attr:`attentions`: attention maps captured for export.
+
+    Here, ``call`` takes ``src_ids`` [batch, s_step] and ``tgt_ids`` [batch, t_step] (the
+    decoder input, starting with a start token) and returns ``logits`` [batch, t_step,
+    target_vocab] and the ``encoder``, ``decoder`` and ``encoder_decoder`` attentions.
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -561,6 +364,7 @@ class Transformer(keras.Model):
         self.built = True
 
     def build_layers(self):
+        """Create the sub-layers (their weights come with the first call)."""
         config = self.config
         target_vocab = config.target_vocab_size or config.vocab_size
         self.src_embeddings = Embeddings(config, config.vocab_size, False, name="src_embeddings")
@@ -575,31 +379,36 @@ class Transformer(keras.Model):
         ids = tf.constant([[1, 1]], tf.int32)
         self({"src_ids": ids, "tgt_ids": ids}, training=False)
 
-    def mask(self, src_ids, tgt_ids):
-        """Encoder and cross-attention see every real source token; the decoder only the past.
+    def mask(self, ids, attention_mask=None):
+        """Causal: position i attends to real tokens at positions <= i. [batch, 1, step, step]
 
-        Returns (src_mask [batch, 1, 1, s_step], tgt_mask [batch, 1, t_step, t_step]).
+        This is the decoder's mask (it must not see the tokens it is about to predict); the
+        encoder reads the whole source, so it takes :func:`padding_mask` instead. Real tokens
+        are those not equal to ``pad_token_id``, or where ``attention_mask`` [batch, step] is 1
+        when it is given.
         """
-        pad = self.config.pad_token_id
-        return padding_mask(src_ids, pad), causal_mask(tgt_ids, pad)
+        return causal_mask(ids, self.config.pad_token_id, attention_mask)
 
     def call(self, inputs, training=False):
         src_ids, tgt_ids = inputs["src_ids"], inputs["tgt_ids"]
-        src_mask, tgt_mask = self.mask(src_ids, tgt_ids)
+        src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
         memory, enc_probs = self.encoder(self.src_embeddings(src_ids, training=training),
                                          src_mask, training=training)
         x, dec_probs, cross_probs = self.decoder(self.tgt_embeddings(tgt_ids, training=training),
-                                                 memory, tgt_mask, src_mask, training=training)
+                                                 memory, self.mask(tgt_ids), src_mask,
+                                                 training=training)
         return {"logits": self.output_layer(x),  # [batch, t_step, target_vocab]
                 "attentions": {"encoder": enc_probs, "decoder": dec_probs,
                                "encoder_decoder": cross_probs}}
 
-    def start_cache(self, src_ids):
-        """Encode ``src_ids`` [batch, s_step] once and return the cache decoding starts from.
+    def start_cache(self, inputs):
+        """The state decoding starts from, for the batch of ``inputs`` (a dict as ``call``'s).
 
-        The cache holds the source mask and, per decoder layer, an empty self-attention cache
-        and the cross-attention keys and values of the encoder output (computed here, once).
+        Here ``inputs["src_ids"]`` [batch, s_step] is encoded once; the cache holds the source
+        mask and, per decoder layer, an empty self-attention cache and the cross-attention keys
+        and values of the encoder output.
         """
+        src_ids = inputs["src_ids"]
         src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
         memory, _ = self.encoder(self.src_embeddings(src_ids), src_mask)
         batch = tf.shape(src_ids)[0]
@@ -608,15 +417,15 @@ class Transformer(keras.Model):
                   for block in self.decoder.blocks]
         return {"src_mask": src_mask, "layers": layers}
 
-    def decode_step(self, tgt_ids, cache):
-        """Feed target ids [batch, new] that follow the cached positions (inference only).
+    def decode_step(self, ids, cache):
+        """Feed ids [batch, new] that follow the cached positions (inference only).
 
-        Returns (logits [batch, new, target_vocab], the cache with these positions added). The
-        logits equal those of a full ``call`` on the whole target prefix (no padding in it).
+        Returns (logits [batch, new, vocab], the cache with these positions added). The logits
+        equal those of a full ``call`` on the whole prefix (no padding in it).
         """
         past = tf.shape(cache["layers"][0]["self"]["key"])[2]
-        x = self.tgt_embeddings(tgt_ids, start=past)  # [batch, new, hidden]
-        self_mask = cached_causal_mask(past, tf.shape(tgt_ids)[1])
+        x = self.tgt_embeddings(ids, start=past)  # [batch, new, hidden]
+        self_mask = cached_causal_mask(past, tf.shape(ids)[1])
         x, _, _, layers = self.decoder(x, None, self_mask, cache["src_mask"], cache=cache["layers"])
         return self.output_layer(x), {"src_mask": cache["src_mask"], "layers": layers}
 
@@ -625,7 +434,8 @@ class Transformer(keras.Model):
 
         ``batch``: ``src_ids`` [batch, s_step], ``tgt_ids`` [batch, t_step] (start token first).
         The decoder reads ``tgt_ids[:, :-1]`` and predicts ``tgt_ids[:, 1:]``; padding is
-        ignored. Returns a dict of scalar metrics. Compile it with :meth:`compiled_step`.
+        ignored. ``training=False`` only evaluates. Returns scalar metrics: loss,
+        token_accuracy.
         """
         tgt_in, tgt_out = batch["tgt_ids"][:, :-1], batch["tgt_ids"][:, 1:]
         with tf.GradientTape() as tape:
@@ -635,28 +445,6 @@ class Transformer(keras.Model):
         if training:
             self.apply_gradients(tape, loss)
         return {"loss": loss, "token_accuracy": accuracy}
-
-    def apply_gradients(self, tape, loss):
-        """Back-propagate ``loss`` recorded on ``tape`` and update the weights."""
-        # Recorded on the tape too: under mixed_float16 the loss scale is a real multiplication
-        # (outside the tape every gradient would be None); otherwise it returns ``loss``.
-        with tape:
-            scaled = self.optimizer.scale_loss(loss)
-        grads = dense_gradients(tape.gradient(scaled, self.trainable_variables))
-        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
-
-    def compiled_step(self, batch, jit_compile: bool = False, training: bool = True):
-        """``step`` as a ``tf.function`` traced once for every batch shaped like ``batch``.
-
-        The signature fixes each input's dtype and batch size but leaves the other axes open,
-        so batches trimmed to their longest sequence reuse the same trace. (Under XLA,
-        ``jit_compile=True``, each distinct length still compiles once.)
-        """
-        # Create the optimizer's slots now: variables created inside the first trace would
-        # force a second one.
-        self.optimizer.build(self.trainable_variables)
-        return tf.function(functools.partial(self.step, training=training),
-                           input_signature=[batch_signature(batch)], jit_compile=jit_compile)
 
     def attend(self, inputs):
         """Run the model in inference mode and keep its attention maps (as numpy).

@@ -13,9 +13,10 @@ import tensorflow as tf  # noqa: E402
 from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
+from nlp_tutorials.kernels import (  # noqa: E402
+    Dropout, LayerNorm, gelu, layer_norm, softmax_cross_entropy)
 from nlp_tutorials.transformer import (  # noqa: E402
-    MASK_VALUE, Dropout, FeedForward, LayerNorm, MultiHeadAttention, Transformer, causal_mask, gelu,
-    layer_norm, padding_mask, softmax_cross_entropy)
+    MASK_VALUE, FeedForward, MultiHeadAttention, Transformer, causal_mask, padding_mask)
 
 VOCAB = 40
 

@@ -294,7 +294,7 @@ def test_fused_adamw_follows_numpy_adamw(mode):
 def test_fused_adamw_leaves_amsgrad_to_keras():
     import keras
 
-    from nlp_tutorials.training import AdamW
+    from nlp_tutorials.kernels import AdamW
 
     rng = np.random.default_rng(1)
     start, grads = rng.normal(size=(4, 3)), [rng.normal(size=(4, 3)) for _ in range(3)]
