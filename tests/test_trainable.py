@@ -57,8 +57,8 @@ def test_fit_trains_bert_with_its_step_and_logs_its_metrics():
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     batches = pretraining_batches(2)
     recorder = BatchLogs()
-    history = model.fit(as_dataset(batches).repeat(), steps_per_epoch=10, epochs=3, verbose=0, shuffle=False,
-                        callbacks=[recorder])
+    history = model.fit(as_dataset(batches).repeat(), steps_per_epoch=10, epochs=3,
+                        verbose=0, shuffle=False, callbacks=[recorder])
     assert set(history.history) == BERT_METRICS
     assert set(recorder.logs[0]) == BERT_METRICS
     losses = history.history["loss"]
@@ -86,7 +86,8 @@ def test_fit_trains_gpt_and_a_classifier_head():
     batches = pretraining_batches(2, seed=2)
     for batch in batches:
         del batch["mlm_positions"], batch["mlm_ids"], batch["mlm_weights"]
-    history = gpt.fit(as_dataset(batches).repeat(), steps_per_epoch=10, epochs=2, verbose=0, shuffle=False)
+    history = gpt.fit(as_dataset(batches).repeat(), steps_per_epoch=10, epochs=2, verbose=0,
+                      shuffle=False)
     assert {"lm_loss", "lm_accuracy"} <= set(history.history)
     assert history.history["loss"][-1] < history.history["loss"][0]
 
