@@ -189,8 +189,8 @@ class AdamW(keras.optimizers.AdamW):
 
     Keras updates a weight in about ten element-wise ops, each reading and writing a tensor the
     size of the weight; ``ResourceApplyAdam`` does it in one pass: 2.2x faster on the default
-    model's weights (benchmarks/optimizer_update.py). The formula is Keras' (and the Adam paper's, epsilon
-    outside the square root): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+    model's weights (benchmarks/optimizer_update.py). The formula is Keras' (and the Adam
+    paper's, epsilon outside the square root): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
     w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon). Keras applies the decoupled
     weight decay before it, as always. Slots, names and checkpoints are Keras' own; with
     ``amsgrad=True`` the update is Keras' own too.

@@ -1,27 +1,17 @@
-"""The Transformer (Vaswani et al., 2017) as a readable Keras model.
+"""The Transformer (Vaswani et al., 2017) as a readable Keras model, and the family's base.
 
 Run ``python -m nlp_tutorials.transformer train`` to teach it to translate dates.
 
-Building blocks, bottom up:
+Bottom up: additive masks (0 where attention is allowed, a large finite negative where not);
+:class:`MultiHeadAttention`, which returns its attention probabilities; :class:`FeedForward`;
+:class:`EncoderLayer` / :class:`DecoderLayer`, sub-layers wrapped in dropout, a residual and
+LayerNorm (post-norm, as the paper and BERT); the :class:`Encoder` / :class:`Decoder` stacks;
+:class:`Embeddings`; and :class:`Transformer`, the encoder-decoder model ``GPT`` and ``BERT``
+build on. Faster versions of standard operations come from :mod:`nlp_tutorials.kernels`.
 
-- :func:`padding_mask` / :func:`causal_mask`: additive masks, 0 where attention is allowed and a
-  large finite negative where it is not.
-- :class:`MultiHeadAttention`: scaled dot-product attention over several heads; returns its
-  attention probabilities so they can be exported and plotted.
-- :class:`FeedForward`: the position-wise two-layer network.
-- :class:`EncoderLayer` / :class:`DecoderLayer`: sub-layers wrapped in dropout, a residual
-  connection and LayerNorm (post-norm, as the paper and BERT).
-- :class:`Encoder` / :class:`Decoder`: stacks of those layers.
-- :class:`Embeddings`: word + learned position (+ segment) embeddings, LayerNorm, dropout.
-- :class:`Transformer`: the encoder-decoder seq2seq model, with ``mask()``, ``step()`` and an
-  ``attentions`` property. ``GPT`` and ``BERT`` build on it.
-
-Attention probabilities travel as return values, never as attributes set inside ``call``, so the
-model works the same eagerly and inside ``tf.function``.
-
-Decoding one token at a time can pass a ``cache`` down the stacks: each attention layer keeps the
-keys and values of the positions it has already seen, so a new token costs one position's work
-(see :meth:`Transformer.decode_step`). Without a cache every call is the plain full computation.
+Attention probabilities travel as return values, never as attributes set inside ``call``.
+Decoding one token at a time passes a ``cache`` down the stacks: each attention layer keeps the
+keys and values of the positions it has seen, so a new token costs one position's work.
 """
 
 if __name__ == "__main__":
@@ -75,7 +65,8 @@ def causal_mask(ids, pad_id: int = 0, attention_mask=None):
         (j <= i and j is not padding), MASK_VALUE otherwise.
     """
     step = tf.shape(ids)[1]
-    future = 1.0 - tf.linalg.band_part(tf.ones([step, step]), -1, 0)  # [step, step], 1 above diagonal
+    # [step, step]: 1 above the diagonal, where the key comes after the query
+    future = 1.0 - tf.linalg.band_part(tf.ones([step, step]), -1, 0)
     return tf.maximum(padding_mask(ids, pad_id, attention_mask) + future * MASK_VALUE, MASK_VALUE)
 
 
