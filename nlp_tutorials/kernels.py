@@ -52,7 +52,7 @@ def layer_norm(x, gamma, beta, epsilon):
 
     x: float [..., hidden]; gamma, beta: [hidden] of x's dtype. Its gradient is written out (as
     :func:`gelu`'s): autodiff of the mean and variance runs about twice as many element-wise
-    kernels backwards (benchmarks/layer_variants.py).
+    kernels backwards (benchmarks/kernel_speed.py).
     """
     @tf.custom_gradient
     def normalise(x, gamma, beta):
@@ -91,7 +91,7 @@ class Dropout(keras.layers.Dropout):
     On CPU most of dropout's time goes to TensorFlow's Philox generator: Keras draws one 32-bit
     number per element; this layer draws one per two elements and uses each 16-bit half,
     which makes the forward and backward of the default model's 13 dropouts 1.5x faster
-    (benchmarks/layer_variants.py). An element is kept when its 16 bits, read as an integer
+    (benchmarks/kernel_speed.py). An element is kept when its 16 bits, read as an integer
     in [0, 65536), reach ``round(rate * 65536)``, so the rate is rounded to a multiple of
     1/65536 (0.1 becomes 0.100006); kept elements are scaled by 65536 / (65536 - that
     threshold), which leaves every element's expected value unchanged.
@@ -159,7 +159,7 @@ def softmax_cross_entropy(labels, logits):
     The gradient, ``softmax(logits) - onehot(label)`` times the upstream gradient, is one pass
     over the logits plus a scatter of the labels' entries. TensorFlow's fused kernel does the
     same arithmetic in about twice the time (1.8-2.3x), forward and backward, at the masked-LM
-    head's [160, 19500] on a 2-core CPU (benchmarks/layer_variants.py).
+    head's [160, 19500] on a 2-core CPU (benchmarks/kernel_speed.py).
     """
     classes = tf.shape(logits)[-1]
     flat_logits = tf.reshape(logits, [-1, classes])  # [positions, classes]

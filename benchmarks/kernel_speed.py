@@ -1,29 +1,27 @@
-"""Two ways to write a layer, timed against each other: forward + backward in a ``tf.function``.
+"""Each piece of speed code in nlp_tutorials/kernels.py timed against the plain operation it
+replaces: forward + backward in a ``tf.function``.
 
-    python benchmarks/layer_variants.py
+    python benchmarks/kernel_speed.py
 
-- GELU: TensorFlow's composite ``tf.nn.gelu(approximate=False)``, differentiated op by op,
-  against :func:`nlp_tutorials.transformer.gelu` (derivative written out), on the default
-  pre-training shape's feed-forward activation [16 x 63, 1024].
-- LayerNorm: Keras' LayerNormalization, differentiated op by op, against
-  :class:`nlp_tutorials.transformer.LayerNorm` (gradient written out), on [16, 63, 256].
-- Feed-forward: two Keras Dense calls on [batch, step, hidden] (the model before session 6)
-  against :class:`nlp_tutorials.transformer.FeedForward`, which runs the same products on the
-  transposed activations [features, tokens].
-- Attention projections: query, key and value as three Dense layers (what the model does)
-  against one matmul with the three kernels side by side, split back (not adopted: slower).
-- Dropout: Keras' Dropout (one 32-bit random number per element) against
-  :class:`nlp_tutorials.transformer.Dropout` (one per two elements), the default step's 13
-  dropouts of [16, 63, 256], rate 0.1 (their masks differ, so no gradient difference is shown).
+- Dropout: Keras' Dropout (one 32-bit random number per element) against ``kernels.Dropout``
+  (one per two elements), the default step's 13 dropouts of [16, 63, 256], rate 0.1 (their
+  masks differ, so no gradient difference is shown).
 - Softmax cross-entropy: TensorFlow's fused ``sparse_softmax_cross_entropy_with_logits``
-  against :func:`nlp_tutorials.transformer.softmax_cross_entropy` (gradient written out), on
-  the masked-LM head's logits at the default shape, [16 x 10 predictions, 19500].
+  against ``kernels.softmax_cross_entropy`` (gradient written out), on the masked-LM head's
+  logits at the default shape, [16 x 10 predictions, 19500].
+- GELU: TensorFlow's composite ``tf.nn.gelu(approximate=False)``, differentiated op by op,
+  against ``kernels.gelu`` (derivative written out), on the default pre-training shape's
+  feed-forward activation [16 x 63, 1024].
+- LayerNorm: Keras' LayerNormalization, differentiated op by op, against ``kernels.LayerNorm``
+  (gradient written out), on [16, 63, 256].
+- Feed-forward: two Keras Dense calls on [batch, step, hidden] against
+  ``kernels.transposed_feed_forward`` (the same products on the transposed activations), at
+  the default shape (256 wide, batch 16 x 63), MiniLM fine-tuning's (384 wide, 32 x 60) and
+  BERT-base's (768 wide, 4 x 128).
 
-The last two run at the default shape (256 wide, batch 16 x 63), MiniLM fine-tuning's (384 wide,
-32 x 60) and BERT-base's (768 wide, 4 x 128).
-
-The variants of each pair run interleaved in one process (median of 30 rounds of 10 calls),
-so machine noise hits both alike; the largest difference of their gradients is printed too.
+The fused AdamW update is timed by ``benchmarks/optimizer_update.py``. The variants of each pair
+run interleaved in one process (median of 30 rounds of 10 calls), so machine noise hits both
+alike; the largest difference of their gradients is printed too.
 """
 import os
 import time
@@ -36,8 +34,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from nlp_tutorials.config import ModelConfig  # noqa: E402
-from nlp_tutorials.transformer import (  # noqa: E402
-    Dropout, FeedForward, LayerNorm, gelu, softmax_cross_entropy)
+from nlp_tutorials.kernels import (  # noqa: E402
+    Dropout, LayerNorm, gelu, softmax_cross_entropy, transposed_feed_forward)
+from nlp_tutorials.transformer import FeedForward  # noqa: E402
 
 
 def gradient_function(forward, sources):
@@ -71,12 +70,6 @@ def compare(title, variants, x, rounds=30, calls=10, same_maths=True):
 def largest_difference(first, second):
     """Largest absolute difference between two lists of gradients."""
     return max(float(tf.reduce_max(tf.abs(a - b))) for a, b in zip(first, second))
-
-
-def projections_together(x, layers):
-    kernel = tf.concat([layer.kernel for layer in layers], axis=1)
-    bias = tf.concat([layer.bias for layer in layers], axis=0)
-    return tf.split(tf.tensordot(x, kernel, axes=1) + bias, len(layers), axis=-1)
 
 
 def main():
@@ -114,15 +107,8 @@ def main():
         compare(f"feed-forward {hidden} wide, batch {batch} x {step}", {
             "two Dense calls": gradient_function(
                 lambda v: [ffn.output_dense(ffn.intermediate(v))], weights),
-            "FeedForward (transposed)": gradient_function(lambda v: [ffn(v)], weights),
-        }, x)
-        layers = [keras.layers.Dense(hidden) for _ in range(3)]
-        for layer in layers:
-            layer.build((None, None, hidden))
-        weights = [w for layer in layers for w in (layer.kernel, layer.bias)]
-        compare(f"Q/K/V projections {hidden} wide, batch {batch} x {step}", {
-            "three matmuls": gradient_function(lambda v: [layer(v) for layer in layers], weights),
-            "one matmul": gradient_function(lambda v: projections_together(v, layers), weights),
+            "transposed": gradient_function(lambda v: [transposed_feed_forward(
+                ffn.intermediate, ffn.output_dense, v)], weights),
         }, x)
 
 
