@@ -1,17 +1,13 @@
 """Cached decoding equals re-running the whole prefix; greedy, top-k and temperature choosers."""
-import os
+import keras
+import numpy as np
+import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from nlp_tutorials.config import ModelConfig  # noqa: E402
-from nlp_tutorials.decoding import (  # noqa: E402
+from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.decoding import (
     decode, greedy, gpt_stepper, sampler, seq2seq_stepper)
-from nlp_tutorials.gpt import GPT  # noqa: E402
-from nlp_tutorials.transformer import Transformer, cached_causal_mask  # noqa: E402
+from nlp_tutorials.gpt import GPT
+from nlp_tutorials.transformer import Transformer, cached_causal_mask
 
 VOCAB = 40
 

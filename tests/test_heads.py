@@ -3,20 +3,16 @@
 Each head is fine-tuned on a tiny BERT for a few hundred steps on a generated task and must
 score well on fresh examples it never saw.
 """
-import os
+import keras
+import numpy as np
+import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from nlp_tutorials.bert import BERT  # noqa: E402
-from nlp_tutorials.config import ModelConfig  # noqa: E402
-from nlp_tutorials.gpt import GPT  # noqa: E402
-from nlp_tutorials.heads import (  # noqa: E402
+from nlp_tutorials.bert import BERT
+from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.gpt import GPT
+from nlp_tutorials.heads import (
     MultipleChoice, SequenceClassifier, SpanExtractor, TokenClassifier, best_span)
-from nlp_tutorials.transformer import MASK_VALUE  # noqa: E402
+from nlp_tutorials.transformer import MASK_VALUE
 
 VOCAB = 30
 PAD, CLS, SEP = 0, 1, 2

@@ -6,23 +6,20 @@ format and rewritten in Google's. Bad folders are corrupted copies of the tiny o
 """
 import importlib.util
 import json
-import os
 import shutil
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from safetensors.numpy import load_file, save_file
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from safetensors.numpy import load_file, save_file  # noqa: E402
-
-from nlp_tutorials.bert import BERT  # noqa: E402
-from nlp_tutorials.config import BertConfig  # noqa: E402
-from nlp_tutorials.errors import UserError  # noqa: E402
-from nlp_tutorials.finetune import load_finetuned, save_head  # noqa: E402
-from nlp_tutorials.heads import SequenceClassifier  # noqa: E402
+from nlp_tutorials.bert import BERT
+from nlp_tutorials.config import BertConfig
+from nlp_tutorials.errors import UserError
+from nlp_tutorials.finetune import load_finetuned, save_head
+from nlp_tutorials.heads import SequenceClassifier
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_HF = FIXTURES / "bert_tiny_hf"
