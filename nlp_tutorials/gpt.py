@@ -112,7 +112,7 @@ class GPT(Transformer):
         ids = inputs["input_ids"]  # [batch, step]
         x = self.embeddings(ids, inputs.get("token_type_ids"), training=training)
         mask = self.mask(ids, inputs.get("attention_mask"))
-        x, attentions = self.encoder(x, mask, training=training)
+        x, attentions, _ = self.encoder(x, mask, training=training)
         return {"sequence_output": x,  # [batch, step, hidden]
                 "pooled_output": self.pooler(x, self.summary_positions(mask)),  # [batch, hidden]
                 "attentions": {"encoder": attentions}}
@@ -153,15 +153,15 @@ class GPT(Transformer):
         batch = tf.shape(inputs["input_ids"])[0]
         return [block.attention.empty_cache(batch) for block in self.encoder.blocks]
 
-    def decode_step(self, input_ids, cache):
+    def decode_step(self, ids, cache):
         """Feed ids [batch, new] that follow the cached positions (segment 0, inference only).
 
         Returns (next-token logits [batch, new, vocab], the cache with these positions added).
         The logits equal those of the full model on the whole prefix (no padding in it).
         """
         past = tf.shape(cache[0]["key"])[2]
-        x = self.embeddings(input_ids, start=past)  # [batch, new, hidden]
-        x, _, cache = self.encoder(x, cached_causal_mask(past, tf.shape(input_ids)[1]),
+        x = self.embeddings(ids, start=past)  # [batch, new, hidden]
+        x, _, cache = self.encoder(x, cached_causal_mask(past, tf.shape(ids)[1]),
                                    cache=cache)
         return self.lm_head(x, self.embeddings.word_embeddings), cache
 

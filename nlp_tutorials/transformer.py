@@ -95,13 +95,14 @@ def activation(name: str):
 class MultiHeadAttention(keras.layers.Layer):
     """Scaled dot-product attention over ``num_attention_heads`` heads.
 
-    ``call(query, memory, mask)`` returns ``(output, probs)``: output [batch, q_step, hidden]
-    and the attention probabilities [batch, heads, q_step, k_step] (each row sums to 1).
+    ``call(query, memory, mask)`` returns ``(output, probs, keys_values)``: output [batch,
+    q_step, hidden], the attention probabilities [batch, heads, q_step, k_step] (each row sums
+    to 1) and the attended keys and values, ``{"key", "value"}`` each [batch, heads, k_step,
+    head_size]: the cache a decoder passes back as ``cache=`` for the next position.
 
-    With ``cache={"key", "value"}`` (each [batch, heads, past, head_size], the projections of
-    positions seen before) the keys and values of ``memory`` are appended to the cached ones and
-    the call returns ``(output, probs, cache)`` with the longer cache. ``memory=None`` means the
-    cache already holds the whole memory: cross-attention projects the encoder output once.
+    With ``cache`` (the keys and values of positions seen before) those of ``memory`` are
+    appended to it. ``memory=None`` means the cache already holds the whole memory:
+    cross-attention projects the encoder output once.
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -150,8 +151,6 @@ class MultiHeadAttention(keras.layers.Layer):
         context = tf.transpose(context, [0, 2, 1, 3])     # [batch, q_step, heads, head_size]
         batch, step = tf.shape(context)[0], tf.shape(context)[1]
         context = tf.reshape(context, [batch, step, self.heads * self.head_size])
-        if cache is None:
-            return self.output_dense(context), probs
         return self.output_dense(context), probs, kv
 
 
@@ -203,11 +202,12 @@ class EncoderLayer(keras.layers.Layer):
         self.ffn_norm = ResidualNorm(config, name="ffn_norm")
 
     def call(self, x, mask, training=False, cache=None):
-        # new_cache is [] without a cache and [updated cache] with one.
-        attended, probs, *new_cache = self.attention(x, x, mask, training=training, cache=cache)
+        """Returns x [batch, step, hidden], probs [batch, heads, step, k_step] and the
+        attention's keys and values (``cache`` with this step's appended)."""
+        attended, probs, keys_values = self.attention(x, x, mask, training=training, cache=cache)
         x = self.attention_norm(x, attended, training=training)
         x = self.ffn_norm(x, self.ffn(x), training=training)
-        return x, probs, *new_cache  # [batch, step, hidden], [batch, heads, step, k_step]
+        return x, probs, keys_values
 
 
 class DecoderLayer(keras.layers.Layer):
@@ -223,21 +223,18 @@ class DecoderLayer(keras.layers.Layer):
         self.ffn_norm = ResidualNorm(config, name="ffn_norm")
 
     def call(self, x, memory, self_mask, memory_mask, training=False, cache=None):
-        """``cache``: optional ``{"self": ..., "cross": ...}`` attention caches; with it, the
-        call also returns the updated one and ``memory`` may be None (see MultiHeadAttention)."""
-        self_cache, cross_cache = (None, None) if cache is None else (cache["self"], cache["cross"])
-        # Each *_cache becomes [] without a cache and [updated cache] with one.
-        attended, self_probs, *self_cache = self.self_attention(
-            x, x, self_mask, training=training, cache=self_cache)
+        """Returns x [batch, t_step, hidden], self- and cross-attention probs [batch, heads,
+        t_step, t_step or s_step], and the cache ``{"self": ..., "cross": ...}`` of both
+        attentions' keys and values. With a ``cache``, ``memory`` may be None."""
+        cache = cache or {"self": None, "cross": None}
+        attended, self_probs, self_cache = self.self_attention(
+            x, x, self_mask, training=training, cache=cache["self"])
         x = self.self_norm(x, attended, training=training)
-        attended, cross_probs, *cross_cache = self.cross_attention(
-            x, memory, memory_mask, training=training, cache=cross_cache)
+        attended, cross_probs, cross_cache = self.cross_attention(
+            x, memory, memory_mask, training=training, cache=cache["cross"])
         x = self.cross_norm(x, attended, training=training)
         x = self.ffn_norm(x, self.ffn(x), training=training)
-        # [batch, t_step, hidden], [batch, heads, t_step, t_step], [batch, heads, t_step, s_step]
-        if cache is None:
-            return x, self_probs, cross_probs
-        return x, self_probs, cross_probs, {"self": self_cache[0], "cross": cross_cache[0]}
+        return x, self_probs, cross_probs, {"self": self_cache, "cross": cross_cache}
 
 
 class Encoder(keras.layers.Layer):
@@ -249,16 +246,14 @@ class Encoder(keras.layers.Layer):
                        for i in range(config.num_hidden_layers)]
 
     def call(self, x, mask, training=False, cache=None):
-        """``cache``: optional list of per-layer attention caches; with it, the call also
-        returns the updated list."""
+        """Returns x [batch, step, hidden], the probs of each layer [batch, heads, step,
+        k_step], and each layer's keys and values; ``cache``: those of earlier positions."""
         attentions, new_cache = [], []
         for i, block in enumerate(self.blocks):
-            x, probs, *layer_cache = block(x, mask, training=training,
-                                           cache=None if cache is None else cache[i])
+            x, probs, keys_values = block(x, mask, training=training,
+                                          cache=None if cache is None else cache[i])
             attentions.append(probs)
-            new_cache += layer_cache
-        if cache is None:
-            return x, attentions  # [batch, step, hidden], layers x [batch, heads, step, step]
+            new_cache.append(keys_values)
         return x, attentions, new_cache
 
 
@@ -271,18 +266,16 @@ class Decoder(keras.layers.Layer):
                        for i in range(config.num_hidden_layers)]
 
     def call(self, x, memory, self_mask, memory_mask, training=False, cache=None):
-        """``cache``: optional list of per-layer caches (see DecoderLayer); with it, the call
-        also returns the updated list."""
+        """Returns x, each layer's self- and cross-attention probs, and each layer's cache (see
+        DecoderLayer); ``cache``: the list of those of earlier positions."""
         self_attentions, cross_attentions, new_cache = [], [], []
         for i, block in enumerate(self.blocks):
-            x, self_probs, cross_probs, *layer_cache = block(
+            x, self_probs, cross_probs, layer_cache = block(
                 x, memory, self_mask, memory_mask, training=training,
                 cache=None if cache is None else cache[i])
             self_attentions.append(self_probs)
             cross_attentions.append(cross_probs)
-            new_cache += layer_cache
-        if cache is None:
-            return x, self_attentions, cross_attentions
+            new_cache.append(layer_cache)
         return x, self_attentions, cross_attentions, new_cache
 
 
@@ -383,11 +376,11 @@ class Transformer(TrainableModel):
     def call(self, inputs, training=False):
         src_ids, tgt_ids = inputs["src_ids"], inputs["tgt_ids"]
         src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
-        memory, enc_probs = self.encoder(self.src_embeddings(src_ids, training=training),
-                                         src_mask, training=training)
-        x, dec_probs, cross_probs = self.decoder(self.tgt_embeddings(tgt_ids, training=training),
-                                                 memory, self.mask(tgt_ids), src_mask,
-                                                 training=training)
+        memory, enc_probs, _ = self.encoder(self.src_embeddings(src_ids, training=training),
+                                            src_mask, training=training)
+        x, dec_probs, cross_probs, _ = self.decoder(
+            self.tgt_embeddings(tgt_ids, training=training), memory, self.mask(tgt_ids),
+            src_mask, training=training)
         return {"logits": self.output_layer(x),  # [batch, t_step, target_vocab]
                 "attentions": {"encoder": enc_probs, "decoder": dec_probs,
                                "encoder_decoder": cross_probs}}
@@ -401,7 +394,7 @@ class Transformer(TrainableModel):
         """
         src_ids = inputs["src_ids"]
         src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
-        memory, _ = self.encoder(self.src_embeddings(src_ids), src_mask)
+        memory, _, _ = self.encoder(self.src_embeddings(src_ids), src_mask)
         batch = tf.shape(src_ids)[0]
         layers = [{"self": block.self_attention.empty_cache(batch),
                    "cross": block.cross_attention.project(memory)}

@@ -59,7 +59,7 @@ def test_attention_matches_numpy():
     query = rng.normal(size=(2, 5, 32)).astype("float32")
     memory = rng.normal(size=(2, 7, 32)).astype("float32")
     ids = np.array([[3] * 7, [3] * 4 + [0] * 3], "int32")
-    output, probs = layer(query, memory, padding_mask(ids), training=False)
+    output, probs, keys_values = layer(query, memory, padding_mask(ids), training=False)
 
     def project(x, dense):
         y = x @ dense.kernel.numpy() + dense.bias.numpy()
@@ -73,6 +73,8 @@ def test_attention_matches_numpy():
     expected = context @ layer.output_dense.kernel.numpy() + layer.output_dense.bias.numpy()
     np.testing.assert_allclose(probs.numpy(), expected_probs, atol=1e-6)
     np.testing.assert_allclose(output.numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(keys_values["key"].numpy(), k, atol=1e-5)
+    np.testing.assert_allclose(keys_values["value"].numpy(), v, atol=1e-5)
 
 
 def test_masks_stay_finite_in_half_precision():
