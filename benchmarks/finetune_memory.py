@@ -39,7 +39,7 @@ def main():
     from nlp_tutorials.finetune import encode, length_grouped_order, split_train_dev
     from nlp_tutorials.heads import SequenceClassifier
     from nlp_tutorials.tokenization import load_tokenizer
-    from nlp_tutorials.training import make_optimizer
+    from nlp_tutorials.optimization import make_optimizer
 
     backbone = BERT.from_pretrained(args.model_dir, printer=lambda *_: None)
     tokenizer = load_tokenizer(args.model_dir)

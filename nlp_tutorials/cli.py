@@ -307,7 +307,7 @@ def predict(args) -> int:
 
 
 def export(model_dir, n: int, output, model_name: str) -> Path:
-    from nlp_tutorials.training import restore_model
+    from nlp_tutorials.checkpoints import restore_model
     from nlp_tutorials.visual import export_attention
 
     model, tokenizer = restore_model(model_dir, model_name)
@@ -361,8 +361,8 @@ def generate(args):
             raise UserError(f"{flag} needs --sample (greedy decoding always takes the most "
                             f"likely token)")
     _configure_tensorflow()
+    from nlp_tutorials.checkpoints import restore_model
     from nlp_tutorials.decoding import continue_text, greedy, sampler
-    from nlp_tutorials.training import restore_model
 
     model, tokenizer = restore_model(args.model_dir, "gpt")
     choose = (sampler(args.temperature or 1.0, args.top_k, args.seed) if args.sample

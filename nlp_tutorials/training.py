@@ -1,8 +1,10 @@
-"""The pre-training loop shared by GPT and BERT: schedule, progress, logs, checkpoints, resume.
+"""The pre-training loop shared by GPT and BERT: progress, logs, checkpoints, resume.
 
 One tensor's way: :class:`~nlp_tutorials.data.PretrainingData` turns MRPC into batches, the
 model's compiled ``step()`` learns from them, :func:`pretrain` keeps the loop, the checkpoints
 and the TensorBoard logs, and :func:`evaluate` scores the result on the MRPC test split.
+The optimizer and its schedule are in :mod:`nlp_tutorials.optimization`, building models and
+reading checkpoints in :mod:`nlp_tutorials.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
@@ -23,60 +25,19 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials import distribute
+from nlp_tutorials.checkpoints import (
+    CHECKPOINT_DIR, build_model, latest_checkpoint, training_checkpoint)
 from nlp_tutorials.config import ModelConfig, TrainConfig
-from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
+from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.kernels import AdamW
+from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
-CHECKPOINT_DIR = "checkpoints"
 # Under --jit, batch lengths are rounded up to a multiple of this: XLA compiles each distinct
 # shape once (several seconds each), and MRPC batches would otherwise bring dozens of lengths.
 JIT_LENGTH_MULTIPLE = 16
-
-
-@keras.saving.register_keras_serializable(package="nlp_tutorials")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """BERT's schedule: 0 -> peak linearly over ``warmup`` steps, then linearly to 0 at ``total``."""
-
-    def __init__(self, peak: float, warmup: int, total: int):
-        self.peak, self.warmup, self.total = peak, warmup, total
-
-    def __call__(self, step):
-        step = tf.cast(step, tf.float32) + 1.0
-        warm = step / max(self.warmup, 1)
-        decay = (self.total - step) / max(self.total - self.warmup, 1)
-        return self.peak * tf.maximum(0.0, tf.minimum(warm, decay))
-
-    def get_config(self):
-        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
-
-
-def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,
-                   weight_decay: float = 0.01):
-    """AdamW as BERT: beta2 0.999, epsilon 1e-6, no weight decay on LayerNorm or biases.
-
-    The rate warms up linearly to ``learning_rate`` over ``warmup_fraction`` of ``steps``,
-    then decays linearly to 0 at ``steps``.
-    """
-    schedule = WarmupLinearDecay(learning_rate, int(warmup_fraction * steps), steps)
-    optimizer = AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9,
-                      beta_2=0.999, epsilon=1e-6)
-    optimizer.exclude_from_weight_decay(var_names=["norm", "bias"])
-    return optimizer
-
-
-def model_class(model_type: str):
-    """The class behind a model type name (imported here so the CLI stays light)."""
-    if model_type == "bert":
-        from nlp_tutorials.bert import BERT
-        return BERT
-    if model_type == "gpt":
-        from nlp_tutorials.gpt import GPT
-        return GPT
-    raise UserError(f"model type {model_type!r}: expected 'bert' or 'gpt'")
 
 
 def prepare_run(config: TrainConfig, given: set, resume: bool):
@@ -137,50 +98,6 @@ def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainCon
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in saved.items() if k in known and k in TrainConfig.FROZEN}
     return dataclasses.replace(config, **values)
-
-
-def latest_checkpoint(model_dir) -> str | None:
-    return tf.train.latest_checkpoint(str(Path(model_dir) / CHECKPOINT_DIR))
-
-
-def build_model(model_config: ModelConfig, seed: int):
-    keras.utils.set_random_seed(seed)
-    return model_class(model_config.model_type)(model_config)
-
-
-def training_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
-    """What a checkpoint holds: the model's weights by name, and the optimizer's state.
-
-    Weights are keyed by their Keras path without the model's own name (Keras numbers a second
-    model in one process "bert_1"; layers first called outside the model have no prefix), so
-    any model of the same config restores them. The
-    optimizer's slots follow the order of ``model.trainable_variables``, which is fixed by the
-    config; ``iterations`` is the step count a resumed run continues from.
-    """
-    weights = {variable.path.removeprefix(f"{model.name}/"): variable
-               for variable in model.weights}
-    if len(weights) != len(model.weights):
-        raise ValueError("two of the model's weights share a path")
-    if optimizer is None:
-        return tf.train.Checkpoint(model=weights)
-    return tf.train.Checkpoint(model=weights, optimizer=list(optimizer.variables),
-                               iterations=optimizer.iterations)
-
-
-def restore_model(model_dir, model_name: str = "bert"):
-    """Load the model saved by ``train`` in ``model_dir`` (newest checkpoint), for inference.
-
-    Returns (model, tokenizer). ``model_name`` only words the error when nothing is there.
-    """
-    model_dir = Path(model_dir)
-    if not latest_checkpoint(model_dir):
-        raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials."
-                        f"{model_name} train --model-dir {model_dir}` first")
-    model_config = ModelConfig.load(model_dir)
-    model = model_class(model_config.model_type)(model_config)
-    status = training_checkpoint(model).restore(latest_checkpoint(model_dir))
-    status.expect_partial().assert_existing_objects_matched()
-    return model, load_tokenizer(model_dir)
 
 
 def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False,
@@ -294,20 +211,6 @@ def ctrl_c_stops_between_steps():
         yield stop
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def trim_padding(batch, multiple: int = 1):
-    """Cut the columns that are padding in every row: [batch, max_len] -> [batch, length].
-
-    ``length`` is the longest row rounded up to a multiple of ``multiple`` (at most max_len).
-    MRPC pairs average 49 word tokens against a longest of 100, so most of a fixed-length batch
-    is padding; attention and dense layers cost in proportion to length.
-    """
-    lengths = tf.reduce_sum(tf.cast(batch["input_ids"] != 0, tf.int32), axis=1)  # [PAD] is 0
-    longest = tf.minimum(-(-tf.reduce_max(lengths) // multiple) * multiple,
-                         tf.shape(batch["input_ids"])[1])
-    return {name: value[:, :longest] if name in ("input_ids", "token_type_ids") else value
-            for name, value in batch.items()}
 
 
 def check_xla_available():

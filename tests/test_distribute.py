@@ -78,7 +78,7 @@ def free_ports(count: int) -> list:
 
 
 def test_two_workers_train_and_agree(tmp_path):
-    from nlp_tutorials.training import latest_checkpoint
+    from nlp_tutorials.checkpoints import latest_checkpoint
 
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     model_dir = tmp_path / "bert"  # shared, as on a shared file system
@@ -126,7 +126,7 @@ def train_steps(steps: int = 12):
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.training import make_optimizer
+    from nlp_tutorials.optimization import make_optimizer
 
     keras.utils.set_random_seed(3)
     model = BERT(ModelConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
@@ -176,7 +176,7 @@ def test_first_adamw_step_moves_no_weight_more_than_the_rate():
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.training import make_optimizer
+    from nlp_tutorials.optimization import make_optimizer
 
     keras.utils.set_random_seed(1)
     model = BERT(ModelConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,

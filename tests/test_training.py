@@ -89,8 +89,8 @@ def test_training_leaves_everything_later_commands_need(trained):
     assert "most-frequent-token baseline" in printed
 
 
-def test_restored_model_predicts_like_the_trained_one(trained, tmp_path):
-    from nlp_tutorials.training import restore_model
+def test_restored_model_predicts_like_the_trained_one(trained):
+    from nlp_tutorials.checkpoints import restore_model
 
     model_dir, _, _ = trained
     model, tokenizer = restore_model(model_dir)
@@ -172,7 +172,7 @@ def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
 
-    from nlp_tutorials.training import restore_model
+    from nlp_tutorials.checkpoints import restore_model
 
     restore_model(model_dir)  # the newest checkpoint reads back whole
     killed_at = saved_step(model_dir)
@@ -196,22 +196,6 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     step = saved_step(model_dir)
     assert 3 <= step < 5000
     assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{step}")
-
-
-def test_trim_padding_rounds_lengths_up_for_xla():
-    from nlp_tutorials.training import trim_padding
-
-    ids = np.zeros((2, 40), np.int32)
-    ids[0, :5] = 7
-    ids[1, :19] = 7  # longest row: 19 real tokens
-    batch = {"input_ids": ids, "token_type_ids": np.zeros_like(ids),
-             "nsp_labels": np.array([0, 1], np.int32)}
-    assert trim_padding(batch)["input_ids"].shape == (2, 19)
-    rounded = trim_padding(batch, multiple=16)
-    assert rounded["input_ids"].shape == rounded["token_type_ids"].shape == (2, 32)
-    np.testing.assert_array_equal(rounded["input_ids"], ids[:, :32])
-    assert rounded["nsp_labels"].shape == (2,)
-    assert trim_padding(batch, multiple=64)["input_ids"].shape == (2, 40)  # never past max_len
 
 
 def test_jit_without_xla_is_one_line(monkeypatch):
@@ -258,7 +242,7 @@ def test_fused_adamw_follows_numpy_adamw(mode):
     import keras
     import tensorflow as tf
 
-    from nlp_tutorials.training import make_optimizer
+    from nlp_tutorials.optimization import make_optimizer
 
     rng = np.random.default_rng(0)
     start = [rng.normal(size=(5, 3)), rng.normal(size=(3,))]

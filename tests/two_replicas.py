@@ -32,7 +32,8 @@ from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig, TrainConfig  # noqa: E402
 from nlp_tutorials.errors import UserError  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
-from nlp_tutorials.training import make_optimizer, pretrain  # noqa: E402
+from nlp_tutorials.optimization import make_optimizer  # noqa: E402
+from nlp_tutorials.training import pretrain  # noqa: E402
 
 VOCAB = 40
 
