@@ -244,18 +244,21 @@ def main(model_name: str, argv=None) -> int:
             # Ctrl-C (KeyboardInterrupt) so an interrupt always saves a checkpoint first.
             signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
-                pretrain(config, given, resume=args.resume)
+                run = pretrain(config, given, resume=args.resume)
             except KeyboardInterrupt:
                 print("interrupted: checkpoint saved; continue with --resume", file=sys.stderr)
                 return 130
             # Only the chief of a multi-worker run draws: the others hold copies of its weights.
             if not args.no_plots and is_chief(config.strategy):
-                pickle_path = export(config.model_dir, DEFAULT_EXPORT_EXAMPLES,
-                                     default_pickle(model_name), model_name)
+                pickle_path = export(run.model, run.tokenizer, DEFAULT_EXPORT_EXAMPLES,
+                                     default_pickle(model_name))
                 plot(pickle_path, "visual/results", 0, None, None, model_name)
         elif args.command == "export":
             _configure_tensorflow()
-            export(args.model_dir, args.n, args.output, model_name)
+            from nlp_tutorials.checkpoints import restore_model
+
+            model, tokenizer = restore_model(args.model_dir, model_name)
+            export(model, tokenizer, args.n, args.output)
         elif args.command == "finetune":
             config = finetune_config(args)
             _configure_tensorflow()
@@ -306,11 +309,10 @@ def predict(args) -> int:
     return 0
 
 
-def export(model_dir, n: int, output, model_name: str) -> Path:
-    from nlp_tutorials.checkpoints import restore_model
+def export(model, tokenizer, n: int, output) -> Path:
+    """Pickle the attention of a GPT or BERT on the first ``n`` MRPC test pairs."""
     from nlp_tutorials.visual import export_attention
 
-    model, tokenizer = restore_model(model_dir, model_name)
     path = export_attention(model, tokenizer, n, output)
     print(f"attention of {n} test pairs written to {path}")
     return path

@@ -1,5 +1,6 @@
-"""The pre-training loop and the command line: checkpoints, resume, kill -9, bad flags."""
+"""The pre-training loop and the command line: checkpoints, resume, kill -9, progress, flags."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,38 +69,41 @@ def test_help_answers_without_tensorflow():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny BERT trained for 6 steps, and what its run printed."""
+    """A tiny BERT trained for 6 steps: its folder, what pretrain returned, what it printed."""
     from nlp_tutorials.training import pretrain
 
     model_dir = tmp_path_factory.mktemp("bert")
     printed = []
-    result = pretrain(tiny_config(model_dir), printer=printed.append)
-    return model_dir, result, "\n".join(printed)
+    run = pretrain(tiny_config(model_dir), printer=printed.append)
+    return model_dir, run, "\n".join(printed)
 
 
 def test_training_leaves_everything_later_commands_need(trained):
-    model_dir, result, printed = trained
+    model_dir, run, printed = trained
     for name in ("config.json", "train_config.json", "vocab.txt", "tokenizer_config.json",
                  "checkpoints/checkpoint"):
         assert (model_dir / name).is_file(), name
     assert list((model_dir / "logs").iterdir()), "no TensorBoard events"
     assert "target:" in printed and "predicted:" in printed
+    result = run.evaluation
     assert set(result) >= {"mlm_accuracy", "nsp_accuracy", "baseline_accuracy", "loss"}
     assert 0.0 < result["baseline_accuracy"] < 0.2
     assert "most-frequent-token baseline" in printed
+    assert run.config.model_dir == str(model_dir) and run.config.max_len == 32
+    assert int(run.model.optimizer.iterations.numpy()) == 6
 
 
 def test_restored_model_predicts_like_the_trained_one(trained):
     from nlp_tutorials.checkpoints import restore_model
 
-    model_dir, _, _ = trained
+    model_dir, run, _ = trained
     model, tokenizer = restore_model(model_dir)
-    again, _ = restore_model(model_dir)
+    assert tokenizer.vocab == run.tokenizer.vocab
     ids, segments = tokenizer.encode("the company said", "shares rose", max_len=32)
     inputs = {"input_ids": np.array([ids], "int32"), "token_type_ids": np.array([segments], "int32")}
     a = model(inputs)["sequence_output"].numpy()
     assert a.shape == (1, 32, 32)
-    assert (a == again(inputs)["sequence_output"].numpy()).all()
+    np.testing.assert_array_equal(a, run.model(inputs)["sequence_output"].numpy())
     assert int(model.config.vocab_size) == tokenizer.vocab_size
 
 
@@ -139,6 +143,52 @@ def test_export_and_plot_commands(trained, tmp_path):
     assert result.stderr.strip().endswith("valid: 0..3)"), result.stderr
     result = run_cli("nlp_tutorials.bert", "export", "--model-dir", str(tmp_path / "nothing"))
     assert result.returncode == 2 and "run `python -m nlp_tutorials.bert train" in result.stderr
+
+
+def test_train_command_exports_and_draws_the_model_it_trained(tmp_path, monkeypatch, capsys):
+    from nlp_tutorials.cli import main
+    from nlp_tutorials.visual import load_attention_pickle
+
+    monkeypatch.chdir(tmp_path)  # the attention pickle and pictures go under visual/
+    status = main("bert", ["train", *TINY, "--steps", "2", "--model-dir", "run"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "attention of 32 test pairs written to visual/tmp/bert_attention_matrix.pkl" in out
+    assert "pictures written:" in out and list((tmp_path / "visual" / "results").glob("*.png"))
+    data = load_attention_pickle(tmp_path / "visual" / "tmp" / "bert_attention_matrix.pkl")
+    assert [a.shape for a in data["attentions"]["encoder"]] == [(32, 2, 32, 32)]
+
+
+def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
+    from nlp_tutorials.training import Progress
+
+    printed = []
+    progress = Progress(7, every=3, printer=printed.append, start=1, interactive=False)
+    for step in range(2, 8):
+        progress.update(step, {"loss": float(step), "nsp_accuracy": 0.5, "lm_loss": 9.0})
+    progress.note("saved checkpoint ckpt-7")
+    # The first step of the run, every third step, and the last.
+    assert [line.split(" - ")[0] for line in printed[:-1]] == [
+        "step 2/7", "step 3/7", "step 6/7", "step 7/7"]
+    smoothed = 2.0
+    for step in range(3, 8):
+        smoothed = 0.95 * smoothed + 0.05 * step
+    assert re.fullmatch(rf"step 7/7 - \d+s - loss: {smoothed:.4f} - nsp_accuracy: 0\.5000",
+                        printed[-2]), printed[-2]
+    assert printed[-1] == "saved checkpoint ckpt-7"
+
+
+def test_progress_on_a_terminal_is_a_bar(capsys):
+    from nlp_tutorials.training import Progress
+
+    printed = []
+    progress = Progress(3, every=1, printer=printed.append, interactive=True)
+    for step in range(1, 4):
+        progress.update(step, {"loss": 1.0})
+    progress.note("saved checkpoint ckpt-3")
+    out = capsys.readouterr().out
+    assert "3/3" in out and "loss: 1.0000" in out
+    assert printed == ["\nsaved checkpoint ckpt-3"]  # below the bar, not over it
 
 
 def start_training(model_dir, steps, checkpoint_every, ready):
