@@ -2,12 +2,12 @@
 
 Arguments are parsed and checked before TensorFlow is imported, so ``--help`` and argument
 errors answer at once: flags become a run's config through
-:func:`nlp_tutorials.config.config_from_args`, and only then is TensorFlow loaded. Every user
-error prints one line, ``<prog>: error: <what and why>``, and exits with status 2; Ctrl-C
-during training saves a checkpoint and exits with status 130.
+:func:`nlp_tutorials.config.config_from_args`, and only then does
+:func:`nlp_tutorials.startup.start_tensorflow` load TensorFlow. Every user error prints one
+line, ``<prog>: error: <what and why>``, and exits with status 2; Ctrl-C during training saves
+a checkpoint and exits with status 130.
 """
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
@@ -15,6 +15,7 @@ from pathlib import Path
 from nlp_tutorials.config import DateTrainConfig, FinetuneConfig, TrainConfig, config_from_args
 from nlp_tutorials.distribute import PRECISIONS, STRATEGIES, is_chief
 from nlp_tutorials.errors import UserError
+from nlp_tutorials.startup import start_tensorflow
 
 DEFAULT_EXPORT_EXAMPLES = 32
 
@@ -255,14 +256,14 @@ def run_command(model_name: str, args) -> int:
     if args.command == "train":
         return train(model_name, args)
     if args.command == "export":
-        _configure_tensorflow()
+        start_tensorflow()
         from nlp_tutorials.checkpoints import restore_model
 
         model, tokenizer = restore_model(args.model_dir, model_name)
         export(model, tokenizer, args.n, args.output)
     elif args.command == "finetune":
         config, _ = config_from_args(FinetuneConfig, args)
-        _configure_tensorflow()
+        start_tensorflow()
         from nlp_tutorials.finetune import finetune
 
         finetune(config)
@@ -278,7 +279,7 @@ def run_command(model_name: str, args) -> int:
 def train(model_name: str, args) -> int:
     """``train``: pre-train, then (unless --no-plots) export the model's attention and draw it."""
     config, given = config_from_args(TrainConfig, args, **train_defaults(model_name))
-    _configure_tensorflow()
+    start_tensorflow()
     from nlp_tutorials.training import pretrain
 
     # A shell starts background jobs with SIGINT ignored, and Python keeps that; restore
@@ -301,7 +302,7 @@ def predict(args) -> int:
     """Print one line per pair; on a malformed line, the pairs before it are printed first."""
     if args.input != "-" and not Path(args.input).is_file():
         raise UserError(f"{args.input}: no such file; expected a TSV of sentence pairs")
-    _configure_tensorflow()
+    start_tensorflow()
     from nlp_tutorials.finetune import load_finetuned, predict as predict_pairs
 
     head, tokenizer = load_finetuned(args.model_dir)
@@ -333,16 +334,6 @@ def plot(pickle_path, output_dir, case, layer, head, model_name):
     print("pictures written:\n" + "\n".join(f"  {p}" for p in paths))
 
 
-def _configure_tensorflow():
-    """Settings that must be made before TensorFlow is imported; the user's own env wins.
-
-    oneDNN kernels halve the default BERT step on a 2-core AVX2 CPU (1.28 s -> 0.61 s,
-    measured 2026-11-30; see benchmarks/RESULTS.md). The log level hides CUDA probing chatter.
-    """
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-
 def generate(args):
     if not args.prompt.strip():
         raise UserError("--prompt is empty; expected some text, e.g. --prompt \"the company said\"")
@@ -350,7 +341,7 @@ def generate(args):
         if value is not None and not args.sample:
             raise UserError(f"{flag} needs --sample (greedy decoding always takes the most "
                             f"likely token)")
-    _configure_tensorflow()
+    start_tensorflow()
     from nlp_tutorials.checkpoints import restore_model
     from nlp_tutorials.decoding import continue_text, greedy, sampler
 
@@ -416,7 +407,7 @@ def run_transformer_command(args) -> None:
     """Run the parsed command of ``python -m nlp_tutorials.transformer``."""
     if args.command == "train":
         config, _ = config_from_args(DateTrainConfig, args)
-        _configure_tensorflow()
+        start_tensorflow()
         from nlp_tutorials.seq2seq import train as train_dates
 
         train_dates(config)
@@ -429,7 +420,7 @@ def run_transformer_command(args) -> None:
 
         for text in args.dates:
             parse_source(text)  # a malformed date fails here, before TensorFlow loads
-        _configure_tensorflow()
+        start_tensorflow()
         from nlp_tutorials.seq2seq import load, translate
 
         for text, translation in zip(args.dates, translate(load(args.model_dir), args.dates)):
@@ -441,7 +432,7 @@ def run_transformer_command(args) -> None:
 
 
 def export_seq2seq(model_dir, n: int, output) -> Path:
-    _configure_tensorflow()
+    start_tensorflow()
     from nlp_tutorials.seq2seq import export_attention, load
 
     path = export_attention(load(model_dir), n, output)

@@ -25,8 +25,8 @@ def tiny_config(model_dir, **overrides):
     return TrainConfig(**values)
 
 
-def run_cli(*args, timeout=300):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+def run_cli(*args, timeout=300, env=None):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3") if env is None else env
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=Path(__file__).resolve().parent.parent)
 
@@ -189,6 +189,28 @@ def test_progress_on_a_terminal_is_a_bar(capsys):
     out = capsys.readouterr().out
     assert "3/3" in out and "loss: 1.0000" in out
     assert printed == ["\nsaved checkpoint ckpt-3"]  # below the bar, not over it
+
+
+def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
+    """Standard output to a pipe (a log file, `| tee`): plain progress lines, no bar redrawn
+    with carriage returns and colour codes. With TF_CPP_MIN_LOG_LEVEL left to the command, a
+    machine without an NVIDIA GPU shows nothing of TensorFlow's start on standard error."""
+    from nlp_tutorials.startup import has_nvidia_device
+
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    result = run_cli("nlp_tutorials.bert", "train", *TINY, "--steps", "3", "--model-dir",
+                     str(tmp_path / "bert"), "--no-plots", env=env)
+    assert result.returncode == 0, result.stderr
+    for control in ("\x1b", "\r", "\b"):
+        assert control not in result.stdout, repr(result.stdout)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split(" - ")[0] for line in lines] == ["step 1/3", "step 3/3"], result.stdout
+    number = r"\d+\.\d{4}"
+    assert re.fullmatch(rf"step 3/3 - \d+s - loss: {number} - mlm_accuracy: {number} - "
+                        rf"nsp_accuracy: {number}", lines[-1]), lines[-1]
+    assert "saved checkpoint" in result.stdout and "test masked-token accuracy" in result.stdout
+    if not has_nvidia_device():
+        assert result.stderr == ""
 
 
 def start_training(model_dir, steps, checkpoint_every, ready):
