@@ -7,14 +7,13 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+from nlp_tutorials.config import TrainConfig
+from nlp_tutorials.errors import UserError
 
-from nlp_tutorials.config import TrainConfig  # noqa: E402
-from nlp_tutorials.errors import UserError  # noqa: E402
-
+ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
 
 
@@ -26,9 +25,8 @@ def tiny_config(model_dir, **overrides):
 
 
 def run_cli(*args, timeout=300, env=None):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3") if env is None else env
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=Path(__file__).resolve().parent.parent)
+                          timeout=timeout, env=env, cwd=ROOT)
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -126,6 +124,7 @@ def test_resume_checks_flags_against_the_saved_run(trained, tmp_path):
         pretrain(tiny_config(tmp_path), resume=True, printer=lambda *_: None)
 
 
+@pytest.mark.slow
 def test_export_and_plot_commands(trained, tmp_path):
     model_dir, _, _ = trained
     pickle_path = tmp_path / "att.pkl"
@@ -191,6 +190,7 @@ def test_progress_on_a_terminal_is_a_bar(capsys):
     assert printed == ["\nsaved checkpoint ckpt-3"]  # below the bar, not over it
 
 
+@pytest.mark.slow
 def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
     """Standard output to a pipe (a log file, `| tee`): plain progress lines, no bar redrawn
     with carriage returns and colour codes. With TF_CPP_MIN_LOG_LEVEL left to the command, a
@@ -215,12 +215,11 @@ def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
 
 def start_training(model_dir, steps, checkpoint_every, ready):
     """Start `bert train` in a subprocess; return it once ``ready(index text)`` holds."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", str(steps),
                "--checkpoint-every", str(checkpoint_every), "--model-dir", str(model_dir),
                "--no-plots"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env=env)
+                               cwd=ROOT)
     index = model_dir / "checkpoints" / "checkpoint"
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None:
@@ -238,6 +237,7 @@ def saved_step(model_dir) -> int:
     return int(reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
+@pytest.mark.slow
 def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     model_dir = tmp_path / "killed"
     process = start_training(model_dir, 400, 2, lambda index: "ckpt-6" in index)
@@ -256,6 +256,7 @@ def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     assert saved_step(model_dir) == 400
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     model_dir = tmp_path / "interrupted"
     process = start_training(model_dir, 5000, 3, lambda index: True)

@@ -12,14 +12,11 @@ per scenario; the assertions live in test_distribute.py.
   final weights of the three runs.
 """
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-from nlp_tutorials import distribute  # noqa: E402
+from nlp_tutorials import distribute
 
 # First, before TensorFlow starts its devices: split the CPU in two.
 MIRRORED = distribute.make_strategy("mirrored", cpu_replicas=2)
