@@ -36,7 +36,9 @@ def main():
     from nlp_tutorials.config import TrainConfig
     from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
     from nlp_tutorials.tokenization import WordTokenizer
-    from nlp_tutorials.training import build_model, make_optimizer, trim_padding
+    from nlp_tutorials.checkpoints import build_model
+    from nlp_tutorials.data import trim_padding
+    from nlp_tutorials.optimization import make_optimizer
 
     config = TrainConfig()
     pairs = load_mrpc("train")

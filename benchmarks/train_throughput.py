@@ -36,7 +36,7 @@ from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig  # noqa: E402
 from nlp_tutorials.data import PretrainingData, default_max_predictions, load_mrpc  # noqa: E402
 from nlp_tutorials.tokenization import WordTokenizer  # noqa: E402
-from nlp_tutorials.training import make_optimizer  # noqa: E402
+from nlp_tutorials.optimization import make_optimizer  # noqa: E402
 
 CONFIGS = {
     # the original tutorial's size and the reference measurements' shape (issue 7)

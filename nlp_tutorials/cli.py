@@ -1,19 +1,21 @@
 """Command-line front-ends: ``python -m nlp_tutorials.bert|gpt <command>``.
 
 Arguments are parsed and checked before TensorFlow is imported, so ``--help`` and argument
-errors answer at once. Every user error prints one line, ``<prog>: error: <what and why>``, and
-exits with status 2; Ctrl-C during training saves a checkpoint and exits with status 130.
+errors answer at once: flags become a run's config through
+:func:`nlp_tutorials.config.config_from_args`, and only then does
+:func:`nlp_tutorials.startup.start_tensorflow` load TensorFlow. Every user error prints one
+line, ``<prog>: error: <what and why>``, and exits with status 2; Ctrl-C during training saves
+a checkpoint and exits with status 130.
 """
 import argparse
-import dataclasses
-import os
 import signal
 import sys
 from pathlib import Path
 
-from nlp_tutorials.config import FinetuneConfig, TrainConfig
-from nlp_tutorials.distribute import PRECISIONS, STRATEGIES, check_flags, is_chief
+from nlp_tutorials.config import DateTrainConfig, FinetuneConfig, TrainConfig, config_from_args
+from nlp_tutorials.distribute import PRECISIONS, STRATEGIES, is_chief
 from nlp_tutorials.errors import UserError
+from nlp_tutorials.startup import start_tensorflow
 
 DEFAULT_EXPORT_EXAMPLES = 32
 
@@ -61,13 +63,30 @@ def _number(text, kind, expected):
 
 
 def build_parser(model_name: str) -> argparse.ArgumentParser:
-    """The parser of ``python -m nlp_tutorials.<model_name>``."""
-    defaults = _train_defaults(model_name)
+    """The parser of ``python -m nlp_tutorials.<model_name>``.
+
+    Flags that set a config field default to None, so :func:`config_from_args` can tell a
+    given flag from an absent one; their help gives the config's default.
+    """
+    defaults = TrainConfig(**train_defaults(model_name))
     parser = OneLineParser(prog=f"python -m nlp_tutorials.{model_name}",
                            description=f"Pre-train {model_name.upper()} on MRPC, export its "
                                        f"attention and plot it.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    add_train_command(commands, model_name, defaults)
+    export = commands.add_parser("export", help="write attention matrices of MRPC test pairs "
+                                                "to a pickle")
+    add_export_flags(export.add_argument, defaults.model_dir, model_name, "test pairs")
+    add_plot_command(commands, model_name)
+    if model_name == "bert":
+        add_finetune_commands(commands)
+    if model_name == "gpt":
+        add_generate_command(commands, defaults.model_dir)
+    return parser
 
+
+def add_train_command(commands, model_name: str, defaults: TrainConfig):
+    """``train``: pre-training, its flags named after :class:`TrainConfig`'s fields."""
     train = commands.add_parser("train", help=f"pre-train {model_name.upper()} on MRPC train")
     add = train.add_argument
     add("--steps", type=positive_int, help=f"optimisation steps (default {defaults.steps})")
@@ -108,40 +127,26 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     add("--no-plots", action="store_true",
         help="skip the attention export and pictures at the end")
 
-    export = commands.add_parser("export", help="write attention matrices of MRPC test pairs "
-                                                "to a pickle")
-    export.add_argument("--model-dir", default=defaults.model_dir,
-                        help=f"trained model (default {defaults.model_dir})")
-    export.add_argument("--n", type=positive_int, default=DEFAULT_EXPORT_EXAMPLES,
-                        help=f"test pairs to run (default {DEFAULT_EXPORT_EXAMPLES})")
-    export.add_argument("--output", default=default_pickle(model_name),
-                        help=f"pickle to write (default {default_pickle(model_name)})")
 
-    add_plot_command(commands, model_name)
-    if model_name == "bert":
-        add_finetune_commands(commands)
-    if model_name == "gpt":
-        add_generate_command(commands, defaults.model_dir)
-    return parser
+def add_export_flags(add, model_dir: str, model_name: str, examples: str):
+    """``export``'s flags: the trained model, how many examples, the pickle to write."""
+    add("--model-dir", default=model_dir, help=f"trained model (default {model_dir})")
+    add("--n", type=positive_int, default=DEFAULT_EXPORT_EXAMPLES,
+        help=f"{examples} to run (default {DEFAULT_EXPORT_EXAMPLES})")
+    add("--output", default=default_pickle(model_name),
+        help=f"pickle to write (default {default_pickle(model_name)})")
 
 
-def add_distribute_flags(add, defaults=None):
-    """--strategy, --cpu-replicas, --precision (see docs/scaling.md).
-
-    ``defaults``: the FinetuneConfig whose values become the flags' defaults, or None (train,
-    which needs to tell a given flag from an absent one for --resume).
-    """
-    def default(name):
-        return None if defaults is None else getattr(defaults, name)
-
-    add("--strategy", choices=STRATEGIES, default=default("strategy"),
+def add_distribute_flags(add):
+    """--strategy, --cpu-replicas, --precision (see docs/scaling.md)."""
+    add("--strategy", choices=STRATEGIES,
         help="where the step runs: 'default' (one device), 'mirrored' (every local GPU, or "
              "--cpu-replicas logical CPUs), 'multiworker' (the cluster in TF_CONFIG), 'tpu'; "
              "--batch-size is the global batch, split across replicas (default default)")
-    add("--cpu-replicas", type=positive_int, default=default("cpu_replicas"),
+    add("--cpu-replicas", type=positive_int,
         help="with --strategy mirrored on a machine without GPUs: split the CPU into this "
              "many logical devices, one replica each (default 1)")
-    add("--precision", choices=PRECISIONS, default=default("precision"),
+    add("--precision", choices=PRECISIONS,
         help="'float32' (default), or Keras mixed precision: 'mixed_float16' (with loss "
              "scaling; GPUs) or 'mixed_bfloat16' (TPUs, recent GPUs and CPUs)")
 
@@ -165,40 +170,37 @@ def add_finetune_commands(commands):
     finetune = commands.add_parser("finetune", help="fine-tune the pre-trained BERT on MRPC "
                                                     "paraphrase detection")
     add = finetune.add_argument
-    add("--model-dir", default=defaults.model_dir,
-        help=f"pre-trained model from `train` (default {defaults.model_dir})")
-    add("--from-scratch", action="store_true", help="start from random weights instead")
-    add("--init-from", metavar="DIR", default=defaults.init_from,
+    add("--model-dir", help=f"pre-trained model from `train` (default {defaults.model_dir})")
+    add("--from-scratch", action="store_true", default=None,
+        help="start from random weights instead")
+    add("--init-from", metavar="DIR",
         help="start from a real pretrained BERT instead: a folder with config.json, vocab.txt "
              "and model.safetensors (HuggingFace) or bert_config.json, vocab.txt and "
              "bert_model.ckpt.* (Google)")
-    add("--max-len", type=positive_int, default=defaults.max_len,
+    add("--max-len", type=positive_int,
         help=f"tokens per pair; longer pairs are truncated, the longer sentence first "
              f"(default {defaults.max_len}, capped by the model's positions)")
-    add("--output-dir", default=defaults.output_dir,
-        help=f"where the fine-tuned model goes (default {defaults.output_dir})")
-    add("--epochs", type=positive_int, default=defaults.epochs,
+    add("--output-dir", help=f"where the fine-tuned model goes (default {defaults.output_dir})")
+    add("--epochs", type=positive_int,
         help=f"passes over the train pairs (default {defaults.epochs})")
-    add("--batch-size", type=positive_int, default=defaults.batch_size,
-        help=f"pairs per step (default {defaults.batch_size})")
-    add("--learning-rate", type=positive_float, default=defaults.learning_rate,
+    add("--batch-size", type=positive_int, help=f"pairs per step (default {defaults.batch_size})")
+    add("--learning-rate", type=positive_float,
         help=f"peak AdamW rate, 10%% warm-up then linear decay (default "
              f"{defaults.learning_rate})")
-    add("--seed", type=non_negative_int, default=defaults.seed,
-        help=f"first seed (default {defaults.seed})")
-    add("--seeds", type=positive_int, default=defaults.seeds,
+    add("--seed", type=non_negative_int, help=f"first seed (default {defaults.seed})")
+    add("--seeds", type=positive_int,
         help="number of seeds to run; the test result is reported as mean ± std "
              f"(default {defaults.seeds})")
-    add("--dev-size", type=non_negative_int, default=defaults.dev_size,
+    add("--dev-size", type=non_negative_int,
         help=f"last train pairs held out to pick the best epoch; 0 trains on every pair and "
              f"keeps the last epoch (default {defaults.dev_size})")
-    add("--no-swap", dest="swap_augment", action="store_false",
+    add("--no-swap", dest="swap_augment", action="store_false", default=None,
         help="do not add each train pair in the other sentence order")
-    add("--pooling", choices=("cls", "mean"), default=defaults.pooling,
+    add("--pooling", choices=("cls", "mean"),
         help="what the classifier reads: 'cls' (BERT's pooled [CLS] vector, default) or "
              "'mean' (the average of the final token vectors, as sentence-embedding models "
              "such as all-MiniLM-L6-v2 were trained)")
-    add_distribute_flags(add, defaults)
+    add_distribute_flags(add)
 
     predict = commands.add_parser("predict", help="label sentence pairs with the fine-tuned "
                                                   "model (TSV: s1<TAB>s2, or MRPC rows)")
@@ -206,132 +208,6 @@ def add_finetune_commands(commands):
                          help="TSV file, or - for standard input (default -)")
     predict.add_argument("--model-dir", default=defaults.output_dir,
                          help=f"fine-tuned model (default {defaults.output_dir})")
-
-
-def default_pickle(model_name: str) -> str:
-    return f"visual/tmp/{model_name}_attention_matrix.pkl"
-
-
-def _train_defaults(model_name: str):
-    return TrainConfig(model_type=model_name, model_dir=f"visual/models/{model_name}")
-
-
-def train_config(model_name: str, args) -> tuple:
-    """(TrainConfig, names of the fields given on the command line) from parsed ``args``."""
-    defaults = _train_defaults(model_name)
-    given = {f.name for f in dataclasses.fields(defaults)
-             if getattr(args, f.name, None) is not None}
-    config = dataclasses.replace(defaults, **{name: getattr(args, name) for name in given})
-    if config.dim % config.heads:
-        raise UserError(f"--dim {config.dim} is not divisible by --heads {config.heads}")
-    check_flags(config.strategy, config.cpu_replicas)
-    return config, given
-
-
-def main(model_name: str, argv=None) -> int:
-    """Run one command; returns the process exit status."""
-    if model_name == "transformer":
-        return transformer_main(argv)
-    parser = build_parser(model_name)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "train":
-            config, given = train_config(model_name, args)
-            _configure_tensorflow()
-            from nlp_tutorials.training import pretrain
-
-            # A shell starts background jobs with SIGINT ignored, and Python keeps that; restore
-            # Ctrl-C (KeyboardInterrupt) so an interrupt always saves a checkpoint first.
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            try:
-                pretrain(config, given, resume=args.resume)
-            except KeyboardInterrupt:
-                print("interrupted: checkpoint saved; continue with --resume", file=sys.stderr)
-                return 130
-            # Only the chief of a multi-worker run draws: the others hold copies of its weights.
-            if not args.no_plots and is_chief(config.strategy):
-                pickle_path = export(config.model_dir, DEFAULT_EXPORT_EXAMPLES,
-                                     default_pickle(model_name), model_name)
-                plot(pickle_path, "visual/results", 0, None, None, model_name)
-        elif args.command == "export":
-            _configure_tensorflow()
-            export(args.model_dir, args.n, args.output, model_name)
-        elif args.command == "finetune":
-            config = finetune_config(args)
-            _configure_tensorflow()
-            from nlp_tutorials.finetune import finetune
-
-            finetune(config)
-        elif args.command == "predict":
-            return predict(args)
-        elif args.command == "generate":
-            generate(args)
-        elif args.command == "plot":
-            plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
-    except UserError as err:
-        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def finetune_config(args) -> FinetuneConfig:
-    """FinetuneConfig from parsed ``args``; a missing --init-from folder is caught before TF."""
-    names = {f.name for f in dataclasses.fields(FinetuneConfig)}
-    config = FinetuneConfig(**{k: v for k, v in vars(args).items() if k in names})
-    if config.init_from and config.from_scratch:
-        raise UserError("--init-from and --from-scratch exclude each other; pass one")
-    if config.init_from and not Path(config.init_from).is_dir():
-        raise UserError(f"--init-from {config.init_from}: no such folder; expected a pretrained "
-                        f"BERT folder (config.json or bert_config.json, vocab.txt, weights)")
-    check_flags(config.strategy, config.cpu_replicas)
-    return config
-
-
-def predict(args) -> int:
-    """Print one line per pair; on a malformed line, the pairs before it are printed first."""
-    if args.input != "-" and not Path(args.input).is_file():
-        raise UserError(f"{args.input}: no such file; expected a TSV of sentence pairs")
-    _configure_tensorflow()
-    from nlp_tutorials.finetune import load_finetuned, predict as predict_pairs
-
-    head, tokenizer = load_finetuned(args.model_dir)
-    if args.input == "-":
-        predict_pairs(head, tokenizer, sys.stdin, "<stdin>")
-        return 0
-    try:
-        with open(args.input, encoding="utf-8-sig") as lines:
-            predict_pairs(head, tokenizer, lines, args.input)
-    except UnicodeDecodeError as err:
-        raise UserError(f"{args.input}: not UTF-8 text ({err.reason})") from None
-    return 0
-
-
-def export(model_dir, n: int, output, model_name: str) -> Path:
-    from nlp_tutorials.training import restore_model
-    from nlp_tutorials.visual import export_attention
-
-    model, tokenizer = restore_model(model_dir, model_name)
-    path = export_attention(model, tokenizer, n, output)
-    print(f"attention of {n} test pairs written to {path}")
-    return path
-
-
-def plot(pickle_path, output_dir, case, layer, head, model_name):
-    from nlp_tutorials.visual import plot_all
-
-    paths = plot_all(pickle_path, output_dir, case=case, layer=layer, head=head,
-                     model_name=model_name)
-    print("pictures written:\n" + "\n".join(f"  {p}" for p in paths))
-
-
-def _configure_tensorflow():
-    """Settings that must be made before TensorFlow is imported; the user's own env wins.
-
-    oneDNN kernels halve the default BERT step on a 2-core AVX2 CPU (1.28 s -> 0.61 s,
-    measured 2026-11-30; see benchmarks/RESULTS.md). The log level hides CUDA probing chatter.
-    """
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def add_generate_command(commands, model_dir: str):
@@ -353,6 +229,111 @@ def add_generate_command(commands, model_dir: str):
     add("--model-dir", default=model_dir, help=f"trained GPT (default {model_dir})")
 
 
+def default_pickle(model_name: str) -> str:
+    return f"visual/tmp/{model_name}_attention_matrix.pkl"
+
+
+def train_defaults(model_name: str) -> dict:
+    """The TrainConfig fields ``python -m nlp_tutorials.<model_name> train`` sets itself."""
+    return {"model_type": model_name, "model_dir": f"visual/models/{model_name}"}
+
+
+def main(model_name: str, argv=None) -> int:
+    """Run one command; returns the process exit status."""
+    if model_name == "transformer":
+        return transformer_main(argv)
+    parser = build_parser(model_name)
+    args = parser.parse_args(argv)
+    try:
+        return run_command(model_name, args)
+    except UserError as err:
+        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def run_command(model_name: str, args) -> int:
+    """Run the parsed command of ``python -m nlp_tutorials.<model_name>``; the exit status."""
+    if args.command == "train":
+        return train(model_name, args)
+    if args.command == "export":
+        start_tensorflow()
+        from nlp_tutorials.checkpoints import restore_model
+
+        model, tokenizer = restore_model(args.model_dir, model_name)
+        export(model, tokenizer, args.n, args.output)
+    elif args.command == "finetune":
+        config, _ = config_from_args(FinetuneConfig, args)
+        start_tensorflow()
+        from nlp_tutorials.finetune import finetune
+
+        finetune(config)
+    elif args.command == "predict":
+        return predict(args)
+    elif args.command == "generate":
+        generate(args)
+    elif args.command == "plot":
+        plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
+    return 0
+
+
+def train(model_name: str, args) -> int:
+    """``train``: pre-train, then (unless --no-plots) export the model's attention and draw it."""
+    config, given = config_from_args(TrainConfig, args, **train_defaults(model_name))
+    start_tensorflow()
+    from nlp_tutorials.training import pretrain
+
+    # A shell starts background jobs with SIGINT ignored, and Python keeps that; restore
+    # Ctrl-C (KeyboardInterrupt) so an interrupt always saves a checkpoint first.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        run = pretrain(config, given, resume=args.resume)
+    except KeyboardInterrupt:
+        print("interrupted: checkpoint saved; continue with --resume", file=sys.stderr)
+        return 130
+    # Only the chief of a multi-worker run draws: the others hold copies of its weights.
+    if not args.no_plots and is_chief(config.strategy):
+        pickle_path = export(run.model, run.tokenizer, DEFAULT_EXPORT_EXAMPLES,
+                             default_pickle(model_name))
+        plot(pickle_path, "visual/results", 0, None, None, model_name)
+    return 0
+
+
+def predict(args) -> int:
+    """Print one line per pair; on a malformed line, the pairs before it are printed first."""
+    if args.input != "-" and not Path(args.input).is_file():
+        raise UserError(f"{args.input}: no such file; expected a TSV of sentence pairs")
+    start_tensorflow()
+    from nlp_tutorials.finetune import load_finetuned, predict as predict_pairs
+
+    head, tokenizer = load_finetuned(args.model_dir)
+    if args.input == "-":
+        predict_pairs(head, tokenizer, sys.stdin, "<stdin>")
+        return 0
+    try:
+        with open(args.input, encoding="utf-8-sig") as lines:
+            predict_pairs(head, tokenizer, lines, args.input)
+    except UnicodeDecodeError as err:
+        raise UserError(f"{args.input}: not UTF-8 text ({err.reason})") from None
+    return 0
+
+
+def export(model, tokenizer, n: int, output) -> Path:
+    """Pickle the attention of a GPT or BERT on the first ``n`` MRPC test pairs."""
+    from nlp_tutorials.visual import export_attention
+
+    path = export_attention(model, tokenizer, n, output)
+    print(f"attention of {n} test pairs written to {path}")
+    return path
+
+
+def plot(pickle_path, output_dir, case, layer, head, model_name):
+    from nlp_tutorials.visual import plot_all
+
+    paths = plot_all(pickle_path, output_dir, case=case, layer=layer, head=head,
+                     model_name=model_name)
+    print("pictures written:\n" + "\n".join(f"  {p}" for p in paths))
+
+
 def generate(args):
     if not args.prompt.strip():
         raise UserError("--prompt is empty; expected some text, e.g. --prompt \"the company said\"")
@@ -360,9 +341,9 @@ def generate(args):
         if value is not None and not args.sample:
             raise UserError(f"{flag} needs --sample (greedy decoding always takes the most "
                             f"likely token)")
-    _configure_tensorflow()
+    start_tensorflow()
+    from nlp_tutorials.checkpoints import restore_model
     from nlp_tutorials.decoding import continue_text, greedy, sampler
-    from nlp_tutorials.training import restore_model
 
     model, tokenizer = restore_model(args.model_dir, "gpt")
     choose = (sampler(args.temperature or 1.0, args.top_k, args.seed) if args.sample
@@ -372,8 +353,6 @@ def generate(args):
 
 def build_transformer_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m nlp_tutorials.transformer``: the date-translation model."""
-    from nlp_tutorials.dates import DateTrainConfig
-
     defaults = DateTrainConfig()
     parser = OneLineParser(prog="python -m nlp_tutorials.transformer",
                            description="Train the encoder-decoder Transformer to rewrite dates "
@@ -381,24 +360,21 @@ def build_transformer_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     train = commands.add_parser("train", help="learn the date task; report held-out exact match")
     add = train.add_argument
-    add("--steps", type=positive_int, default=defaults.steps,
-        help=f"optimisation steps (default {defaults.steps})")
-    add("--batch-size", type=positive_int, default=defaults.batch_size,
+    add("--steps", type=positive_int, help=f"optimisation steps (default {defaults.steps})")
+    add("--batch-size", type=positive_int,
         help=f"dates per step (default {defaults.batch_size})")
-    add("--learning-rate", type=positive_float, default=defaults.learning_rate,
+    add("--learning-rate", type=positive_float,
         help=f"peak AdamW rate, 10%% warm-up then linear decay (default "
              f"{defaults.learning_rate})")
-    add("--dim", type=positive_int, default=defaults.dim,
-        help=f"model width (default {defaults.dim})")
-    add("--layers", type=positive_int, default=defaults.layers,
+    add("--dim", type=positive_int, help=f"model width (default {defaults.dim})")
+    add("--layers", type=positive_int,
         help=f"layers in each stack (default {defaults.layers})")
-    add("--heads", type=positive_int, default=defaults.heads,
+    add("--heads", type=positive_int,
         help=f"attention heads; must divide --dim (default {defaults.heads})")
-    add("--dropout", type=probability, default=defaults.dropout,
-        help=f"dropout rate (default {defaults.dropout})")
-    add("--seed", type=non_negative_int, default=defaults.seed,
+    add("--dropout", type=probability, help=f"dropout rate (default {defaults.dropout})")
+    add("--seed", type=non_negative_int,
         help=f"weights and batch order (the held-out dates are fixed) (default {defaults.seed})")
-    add("--model-dir", default=defaults.model_dir,
+    add("--model-dir",
         help=f"where config.json and the weights go (default {defaults.model_dir})")
     add("--no-plots", action="store_true",
         help="skip the attention export and pictures at the end")
@@ -410,12 +386,7 @@ def build_transformer_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser("export", help="write attention matrices of held-out dates "
                                                 "to a pickle")
-    export.add_argument("--model-dir", default=defaults.model_dir,
-                        help=f"trained model (default {defaults.model_dir})")
-    export.add_argument("--n", type=positive_int, default=DEFAULT_EXPORT_EXAMPLES,
-                        help=f"held-out dates to run (default {DEFAULT_EXPORT_EXAMPLES})")
-    export.add_argument("--output", default=default_pickle("transformer"),
-                        help=f"pickle to write (default {default_pickle('transformer')})")
+    add_export_flags(export.add_argument, defaults.model_dir, "transformer", "held-out dates")
     add_plot_command(commands, "transformer")
     return parser
 
@@ -425,41 +396,43 @@ def transformer_main(argv=None) -> int:
     parser = build_transformer_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "train":
-            if args.dim % args.heads:
-                raise UserError(f"--dim {args.dim} is not divisible by --heads {args.heads}")
-            _configure_tensorflow()
-            from nlp_tutorials.dates import DateTrainConfig
-            from nlp_tutorials.seq2seq import train
-
-            names = {f.name for f in dataclasses.fields(DateTrainConfig)}
-            train(DateTrainConfig(**{k: v for k, v in vars(args).items() if k in names}))
-            if not args.no_plots:
-                pickle_path = export_seq2seq(args.model_dir, DEFAULT_EXPORT_EXAMPLES,
-                                             default_pickle("transformer"))
-                plot(pickle_path, "visual/results", 0, None, None, "transformer")
-        elif args.command == "translate":
-            from nlp_tutorials.dates import parse_source
-
-            for text in args.dates:
-                parse_source(text)  # a malformed date fails here, before TensorFlow loads
-            _configure_tensorflow()
-            from nlp_tutorials.seq2seq import load, translate
-
-            for text, translation in zip(args.dates, translate(load(args.model_dir), args.dates)):
-                print(f"{text} -> {translation}")
-        elif args.command == "export":
-            export_seq2seq(args.model_dir, args.n, args.output)
-        elif args.command == "plot":
-            plot(args.input, args.output_dir, args.case, args.layer, args.head, "transformer")
+        run_transformer_command(args)
     except UserError as err:
         print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0
 
 
+def run_transformer_command(args) -> None:
+    """Run the parsed command of ``python -m nlp_tutorials.transformer``."""
+    if args.command == "train":
+        config, _ = config_from_args(DateTrainConfig, args)
+        start_tensorflow()
+        from nlp_tutorials.seq2seq import train as train_dates
+
+        train_dates(config)
+        if not args.no_plots:
+            pickle_path = export_seq2seq(config.model_dir, DEFAULT_EXPORT_EXAMPLES,
+                                         default_pickle("transformer"))
+            plot(pickle_path, "visual/results", 0, None, None, "transformer")
+    elif args.command == "translate":
+        from nlp_tutorials.dates import parse_source
+
+        for text in args.dates:
+            parse_source(text)  # a malformed date fails here, before TensorFlow loads
+        start_tensorflow()
+        from nlp_tutorials.seq2seq import load, translate
+
+        for text, translation in zip(args.dates, translate(load(args.model_dir), args.dates)):
+            print(f"{text} -> {translation}")
+    elif args.command == "export":
+        export_seq2seq(args.model_dir, args.n, args.output)
+    elif args.command == "plot":
+        plot(args.input, args.output_dir, args.case, args.layer, args.head, "transformer")
+
+
 def export_seq2seq(model_dir, n: int, output) -> Path:
-    _configure_tensorflow()
+    start_tensorflow()
     from nlp_tutorials.seq2seq import export_attention, load
 
     path = export_attention(load(model_dir), n, output)

@@ -6,17 +6,14 @@ sees; exact match on those measures whether the model learnt the rule rather tha
 
 Text is split into characters. The source is the 8 characters ``YY-MM-DD``; the target is
 ``[BOS]`` + the 11 characters ``DD/Mon/YYYY`` + ``[EOS]``. No padding is ever needed.
-:class:`DateTrainConfig` holds one training run's settings and the model size they imply.
-This module needs only numpy, so the command line can check a date and read the defaults
-before TensorFlow loads.
+A training run's settings are :class:`nlp_tutorials.config.DateTrainConfig`.
+This module needs only numpy, so the command line can check a date before TensorFlow loads.
 """
-import dataclasses
 import datetime
 import re
 
 import numpy as np
 
-from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.errors import UserError
 
 PAD, BOS, EOS = "[PAD]", "[BOS]", "[EOS]"
@@ -96,28 +93,3 @@ def exact_match(predictions, references) -> float:
         raise ValueError(f"expected as many predictions as references (at least one), got "
                          f"{len(predictions)} and {len(references)}")
     return sum(p == r for p, r in zip(predictions, references)) / len(references)
-
-
-@dataclasses.dataclass
-class DateTrainConfig:
-    """One training run on the date task (defaults reach >= 99% held-out exact match)."""
-
-    model_dir: str = "visual/models/transformer"
-    steps: int = 600
-    batch_size: int = 64
-    learning_rate: float = 2e-3
-    dim: int = 64
-    layers: int = 2
-    heads: int = 4
-    dropout: float = 0.0
-    seed: int = 1
-    log_every: int = 100
-
-    def model_config(self) -> ModelConfig:
-        return ModelConfig(model_type="transformer", vocab_size=len(VOCAB),
-                           hidden_size=self.dim, num_hidden_layers=self.layers,
-                           num_attention_heads=self.heads, intermediate_size=4 * self.dim,
-                           hidden_act="relu", hidden_dropout_prob=self.dropout,
-                           attention_probs_dropout_prob=self.dropout,
-                           max_position_embeddings=TARGET_LEN,
-                           pad_token_id=IDS[PAD])

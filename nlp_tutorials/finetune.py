@@ -23,15 +23,15 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials import distribute
+from nlp_tutorials.checkpoints import build_model, latest_checkpoint, restore_model
 from nlp_tutorials.config import FinetuneConfig, TrainConfig
-from nlp_tutorials.data import encode_pairs, load_mrpc, longest_pair_length
+from nlp_tutorials.data import encode_pairs, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import save_atomic, write_text_atomic
 from nlp_tutorials.heads import SequenceClassifier
 from nlp_tutorials.metrics import accuracy, f1_score, mean_std
+from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.tokenization import WordTokenizer, load_tokenizer
-from nlp_tutorials.training import (
-    build_model, latest_checkpoint, make_optimizer, restore_model, trim_padding)
 
 MODEL_FILE = "model.keras"
 RESULTS_FILE = "results.json"

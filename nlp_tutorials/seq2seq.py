@@ -16,12 +16,11 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials import dates
-from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.dates import DateTrainConfig
+from nlp_tutorials.config import DateTrainConfig, ModelConfig
 from nlp_tutorials.decoding import decode, seq2seq_stepper
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import save_atomic, write_text_atomic
-from nlp_tutorials.training import make_optimizer
+from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.transformer import Transformer
 from nlp_tutorials.visual import save_attention_pickle
 

@@ -1,8 +1,11 @@
-"""The pre-training loop shared by GPT and BERT: schedule, progress, logs, checkpoints, resume.
+"""The pre-training loop shared by GPT and BERT: progress, logs, checkpoints, resume.
 
 One tensor's way: :class:`~nlp_tutorials.data.PretrainingData` turns MRPC into batches, the
-model's compiled ``step()`` learns from them, :func:`pretrain` keeps the loop, the checkpoints
-and the TensorBoard logs, and :func:`evaluate` scores the result on the MRPC test split.
+model's compiled ``step()`` learns from them, :func:`pretrain` settles the run
+(:func:`prepare_run`), builds the model and its optimizer (:func:`build_training_state`), runs
+the steps (:func:`train_steps`, reporting to :class:`Progress`) and hands back the trained
+model, which :func:`evaluate` has scored on the MRPC test split. The optimizer and schedule are
+in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
@@ -15,7 +18,9 @@ import functools
 import json
 import math
 import signal
+import sys
 import threading
+import time
 from pathlib import Path
 
 import keras
@@ -23,60 +28,19 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials import distribute
+from nlp_tutorials.checkpoints import (
+    CHECKPOINT_DIR, build_model, latest_checkpoint, training_checkpoint)
 from nlp_tutorials.config import ModelConfig, TrainConfig
-from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
+from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.kernels import AdamW
+from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
-CHECKPOINT_DIR = "checkpoints"
 # Under --jit, batch lengths are rounded up to a multiple of this: XLA compiles each distinct
 # shape once (several seconds each), and MRPC batches would otherwise bring dozens of lengths.
 JIT_LENGTH_MULTIPLE = 16
-
-
-@keras.saving.register_keras_serializable(package="nlp_tutorials")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """BERT's schedule: 0 -> peak linearly over ``warmup`` steps, then linearly to 0 at ``total``."""
-
-    def __init__(self, peak: float, warmup: int, total: int):
-        self.peak, self.warmup, self.total = peak, warmup, total
-
-    def __call__(self, step):
-        step = tf.cast(step, tf.float32) + 1.0
-        warm = step / max(self.warmup, 1)
-        decay = (self.total - step) / max(self.total - self.warmup, 1)
-        return self.peak * tf.maximum(0.0, tf.minimum(warm, decay))
-
-    def get_config(self):
-        return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
-
-
-def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,
-                   weight_decay: float = 0.01):
-    """AdamW as BERT: beta2 0.999, epsilon 1e-6, no weight decay on LayerNorm or biases.
-
-    The rate warms up linearly to ``learning_rate`` over ``warmup_fraction`` of ``steps``,
-    then decays linearly to 0 at ``steps``.
-    """
-    schedule = WarmupLinearDecay(learning_rate, int(warmup_fraction * steps), steps)
-    optimizer = AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9,
-                      beta_2=0.999, epsilon=1e-6)
-    optimizer.exclude_from_weight_decay(var_names=["norm", "bias"])
-    return optimizer
-
-
-def model_class(model_type: str):
-    """The class behind a model type name (imported here so the CLI stays light)."""
-    if model_type == "bert":
-        from nlp_tutorials.bert import BERT
-        return BERT
-    if model_type == "gpt":
-        from nlp_tutorials.gpt import GPT
-        return GPT
-    raise UserError(f"model type {model_type!r}: expected 'bert' or 'gpt'")
 
 
 def prepare_run(config: TrainConfig, given: set, resume: bool):
@@ -139,57 +103,28 @@ def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainCon
     return dataclasses.replace(config, **values)
 
 
-def latest_checkpoint(model_dir) -> str | None:
-    return tf.train.latest_checkpoint(str(Path(model_dir) / CHECKPOINT_DIR))
+@dataclasses.dataclass
+class PretrainedRun:
+    """What :func:`pretrain` hands back: the trained model and what it needs besides.
 
-
-def build_model(model_config: ModelConfig, seed: int):
-    keras.utils.set_random_seed(seed)
-    return model_class(model_config.model_type)(model_config)
-
-
-def training_checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
-    """What a checkpoint holds: the model's weights by name, and the optimizer's state.
-
-    Weights are keyed by their Keras path without the model's own name (Keras numbers a second
-    model in one process "bert_1"; layers first called outside the model have no prefix), so
-    any model of the same config restores them. The
-    optimizer's slots follow the order of ``model.trainable_variables``, which is fixed by the
-    config; ``iterations`` is the step count a resumed run continues from.
+    ``config`` is the run's settled config (``max_len`` filled in, the saved run's settings on
+    ``--resume``, ``model_dir`` this worker's); ``evaluation`` the test-split scores of
+    :func:`evaluate`.
     """
-    weights = {variable.path.removeprefix(f"{model.name}/"): variable
-               for variable in model.weights}
-    if len(weights) != len(model.weights):
-        raise ValueError("two of the model's weights share a path")
-    if optimizer is None:
-        return tf.train.Checkpoint(model=weights)
-    return tf.train.Checkpoint(model=weights, optimizer=list(optimizer.variables),
-                               iterations=optimizer.iterations)
 
-
-def restore_model(model_dir, model_name: str = "bert"):
-    """Load the model saved by ``train`` in ``model_dir`` (newest checkpoint), for inference.
-
-    Returns (model, tokenizer). ``model_name`` only words the error when nothing is there.
-    """
-    model_dir = Path(model_dir)
-    if not latest_checkpoint(model_dir):
-        raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials."
-                        f"{model_name} train --model-dir {model_dir}` first")
-    model_config = ModelConfig.load(model_dir)
-    model = model_class(model_config.model_type)(model_config)
-    status = training_checkpoint(model).restore(latest_checkpoint(model_dir))
-    status.expect_partial().assert_existing_objects_matched()
-    return model, load_tokenizer(model_dir)
+    model: keras.Model
+    tokenizer: object
+    config: TrainConfig
+    evaluation: dict
 
 
 def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False,
-             printer=print) -> dict:
-    """Pre-train a GPT or BERT on MRPC train; returns the test-split evaluation.
+             printer=print) -> PretrainedRun:
+    """Pre-train a GPT or BERT on MRPC train; return it with its test-split evaluation.
 
-    Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on Ctrl-C. Under
-    ``config.strategy`` the model and optimizer live on every replica; a checkpoint holds one
-    copy of each variable, so it resumes under any strategy.
+    Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on Ctrl-C (then raises
+    KeyboardInterrupt). Under ``config.strategy`` the model and optimizer live on every
+    replica; a checkpoint holds one copy of each variable, so it resumes under any strategy.
     """
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
@@ -200,75 +135,134 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     distribute.set_precision(config.precision)
     if config.jit:
         check_xla_available()  # before the model is built: a missing XLA fails at once
-    model_dir = Path(config.model_dir)
+    model, manager = build_training_state(config, model_config, strategy, resume)
+    start = int(model.optimizer.iterations.numpy())
+    data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
+                           nsp_mode=config.nsp_mode, seed=config.seed,
+                           whole_word_mask=config.whole_word_mask)
+    printer(f"{config.model_type} {config.dim}d/{config.layers} layers/{config.heads} heads, "
+            f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
+            f"{data.steps_per_epoch(config.batch_size)} steps per epoch; "
+            f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
+            f"{config.precision}")
+    progress = Progress(config.steps, config.log_every, printer, start=start)
+    interrupted = train_steps(model, manager, training_batches(data, config, start), strategy,
+                              config, tokenizer, progress)
+    path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
+    progress.note(f"saved checkpoint {path}")
+    if interrupted:
+        raise KeyboardInterrupt
+    return PretrainedRun(model, tokenizer, config, evaluate(model, tokenizer, config, printer))
+
+
+def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy, resume: bool):
+    """(model with its optimizer, checkpoint manager), built under ``strategy``.
+
+    With ``resume`` the newest checkpoint is restored into both, every variable accounted for.
+    """
     with strategy.scope():
         model = build_model(model_config, config.seed)
         model.compile(optimizer=make_optimizer(config.learning_rate, config.steps,
                                               config.warmup_fraction, config.weight_decay))
         model.optimizer.build(model.trainable_variables)
         checkpoint = training_checkpoint(model, model.optimizer)
-        manager = tf.train.CheckpointManager(checkpoint, str(model_dir / CHECKPOINT_DIR),
-                                             max_to_keep=config.keep_checkpoints)
+        manager = tf.train.CheckpointManager(
+            checkpoint, str(Path(config.model_dir) / CHECKPOINT_DIR),
+            max_to_keep=config.keep_checkpoints)
         if resume:
             checkpoint.restore(manager.latest_checkpoint).assert_consumed()
-    start = int(model.optimizer.iterations.numpy())
-    masked = config.model_type == "bert"
-    data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
-                           nsp_mode=config.nsp_mode, seed=config.seed,
-                           whole_word_mask=config.whole_word_mask)
+    return model, manager
+
+
+def training_batches(data: PretrainingData, config: TrainConfig, start: int):
+    """An iterator over the run's batches from step ``start + 1`` on, trimmed of padding."""
     # XLA compiles once per distinct shape: rounding lengths up bounds the compilations.
     multiple = JIT_LENGTH_MULTIPLE if config.jit else 1
     # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
-    batches = iter(data.dataset(config.batch_size, masked=masked).skip(start)
-                   .map(functools.partial(trim_padding, multiple=multiple),
-                        num_parallel_calls=tf.data.AUTOTUNE)
-                   .prefetch(tf.data.AUTOTUNE))
-    first = next(batches)
-    step_fn = distribute.compiled_step(strategy, model, first, jit_compile=config.jit)
-    writer = tf.summary.create_file_writer(str(model_dir / "logs"))
-    printer(f"{config.model_type} {config.dim}d/{config.layers} layers/{config.heads} heads, "
-            f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
-            f"{data.steps_per_epoch(config.batch_size)} steps per epoch; "
-            f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
-            f"{config.precision}")
-    shown = ("loss", "mlm_accuracy", "lm_accuracy", "nsp_accuracy")
-    # Smoothed recent values, not Keras' average since step 0, so the bar shows learning now.
-    progress = keras.utils.Progbar(config.steps, stateful_metrics=shown, unit_name="step")
-    progress.update(start)
-    smoothed = {}
-    interrupted = False
+    return iter(data.dataset(config.batch_size, masked=config.model_type == "bert")
+                .skip(start)
+                .map(functools.partial(trim_padding, multiple=multiple),
+                     num_parallel_calls=tf.data.AUTOTUNE)
+                .prefetch(tf.data.AUTOTUNE))
+
+
+def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenizer,
+                progress: "Progress") -> bool:
+    """Run the steps up to ``config.steps``; returns True when Ctrl-C stopped them early.
+
+    Each step reports to ``progress``, writes TensorBoard scalars every ``log_every`` steps,
+    shows a masked-token example every ``sample_every`` (BERT) and saves a checkpoint every
+    ``checkpoint_every`` (the final one is left to the caller).
+    """
+    batch = next(batches)
+    step_fn = distribute.compiled_step(strategy, model, batch, jit_compile=config.jit)
+    writer = tf.summary.create_file_writer(str(Path(config.model_dir) / "logs"))
     with ctrl_c_stops_between_steps() as stop_requested:
         try:
-            batch = first
-            for step in range(start + 1, config.steps + 1):
+            for step in range(progress.start + 1, config.steps + 1):
                 metrics = {k: float(v) for k, v in step_fn(batch).items()}
-                for name in shown:
-                    if name in metrics:
-                        recent = smoothed.get(name, metrics[name])
-                        smoothed[name] = 0.95 * recent + 0.05 * metrics[name]
-                progress.update(step, values=list(smoothed.items()))
+                progress.update(step, metrics)
                 if step % config.log_every == 0 or step == config.steps:
                     with writer.as_default(step=step):
                         for name, value in metrics.items():
                             tf.summary.scalar(name, value)
-                if masked and step % config.sample_every == 0:
-                    printer("\n" + describe_predictions(model, tokenizer, batch))
+                if config.model_type == "bert" and step % config.sample_every == 0:
+                    progress.note(describe_predictions(model, tokenizer, batch))
                 if step % config.checkpoint_every == 0 and step != config.steps:
                     manager.save(checkpoint_number=step)
                 if stop_requested.is_set():
-                    interrupted = True
-                    break
+                    return True
                 if step < config.steps:
                     batch = next(batches)
         except KeyboardInterrupt:
-            interrupted = True
+            return True
         finally:
             writer.flush()
-    path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
-    printer(f"\nsaved checkpoint {path}")
-    if interrupted:
-        raise KeyboardInterrupt
-    return evaluate(model, tokenizer, config, printer)
+    return False
+
+
+class Progress:
+    """The run's progress on standard output, with smoothed recent loss and accuracies.
+
+    On a terminal (or in a notebook) a Keras progress bar is redrawn in place every step.
+    Elsewhere (output to a file or a pipe) the bar's carriage returns and colour codes would
+    leave one line per step in the log, so instead one plain line goes to ``printer`` for the
+    run's first step, every ``every`` steps and the last:
+    ``step 50/1000 - 31s - loss: 6.1234 - mlm_accuracy: 0.1234 - nsp_accuracy: 0.5012``.
+    The values are exponential moving averages (weight 0.05 on the newest step), not Keras'
+    average since step 0, so they show what the model does now.
+    """
+
+    SHOWN = ("loss", "mlm_accuracy", "lm_accuracy", "nsp_accuracy")
+
+    def __init__(self, total: int, every: int, printer=print, start: int = 0,
+                 interactive: bool | None = None):
+        if interactive is None:
+            interactive = sys.stdout.isatty() or "ipykernel" in sys.modules
+        self.total, self.every, self.printer, self.start = total, every, printer, start
+        self.smoothed = {}
+        self.began = time.perf_counter()
+        self.bar = None
+        if interactive:
+            self.bar = keras.utils.Progbar(total, stateful_metrics=self.SHOWN, unit_name="step")
+            self.bar.update(start)
+
+    def update(self, step: int, metrics: dict) -> None:
+        """Record step ``step``'s metrics (a dict of floats) and show the progress."""
+        for name in self.SHOWN:
+            if name in metrics:
+                recent = self.smoothed.get(name, metrics[name])
+                self.smoothed[name] = 0.95 * recent + 0.05 * metrics[name]
+        if self.bar is not None:
+            self.bar.update(step, values=list(self.smoothed.items()))
+        elif step == self.start + 1 or step % self.every == 0 or step == self.total:
+            seconds = time.perf_counter() - self.began
+            values = "".join(f" - {name}: {value:.4f}" for name, value in self.smoothed.items())
+            self.printer(f"step {step}/{self.total} - {seconds:.0f}s{values}")
+
+    def note(self, text: str) -> None:
+        """Print ``text`` on lines of its own (below the bar, which it does not overwrite)."""
+        self.printer("\n" + text if self.bar is not None else text)
 
 
 @contextlib.contextmanager
@@ -294,20 +288,6 @@ def ctrl_c_stops_between_steps():
         yield stop
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def trim_padding(batch, multiple: int = 1):
-    """Cut the columns that are padding in every row: [batch, max_len] -> [batch, length].
-
-    ``length`` is the longest row rounded up to a multiple of ``multiple`` (at most max_len).
-    MRPC pairs average 49 word tokens against a longest of 100, so most of a fixed-length batch
-    is padding; attention and dense layers cost in proportion to length.
-    """
-    lengths = tf.reduce_sum(tf.cast(batch["input_ids"] != 0, tf.int32), axis=1)  # [PAD] is 0
-    longest = tf.minimum(-(-tf.reduce_max(lengths) // multiple) * multiple,
-                         tf.shape(batch["input_ids"])[1])
-    return {name: value[:, :longest] if name in ("input_ids", "token_type_ids") else value
-            for name, value in batch.items()}
 
 
 def check_xla_available():

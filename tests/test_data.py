@@ -8,7 +8,7 @@ import pytest
 from nlp_tutorials.data import (
     DEFAULT_DATA_DIR, IS_NEXT, NOT_NEXT, Pair, PretrainingData, default_max_predictions,
     encode_pair, encode_pairs, load_mrpc, longest_pair_length, mask_tokens, nsp_examples,
-    pair_tokens)
+    pair_tokens, trim_padding)
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer
 
@@ -393,6 +393,20 @@ def test_dataset_static_shapes_and_reproducible(tokenizer, train):
     first, second = list(one_pass.as_numpy_iterator()), list(one_pass.as_numpy_iterator())
     assert len(first) == len(second) == 12
     assert any((a["input_ids"] != b["input_ids"]).any() for a, b in zip(first, second))
+
+
+def test_trim_padding_rounds_lengths_up_for_xla():
+    ids = np.zeros((2, 40), np.int32)
+    ids[0, :5] = 7
+    ids[1, :19] = 7  # longest row: 19 real tokens
+    batch = {"input_ids": ids, "token_type_ids": np.zeros_like(ids),
+             "nsp_labels": np.array([0, 1], np.int32)}
+    assert trim_padding(batch)["input_ids"].shape == (2, 19)
+    rounded = trim_padding(batch, multiple=16)
+    assert rounded["input_ids"].shape == rounded["token_type_ids"].shape == (2, 32)
+    np.testing.assert_array_equal(rounded["input_ids"], ids[:, :32])
+    assert rounded["nsp_labels"].shape == (2,)
+    assert trim_padding(batch, multiple=64)["input_ids"].shape == (2, 40)  # never past max_len
 
 
 def test_import_does_not_load_tensorflow():

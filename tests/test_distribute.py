@@ -11,13 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from nlp_tutorials.distribute import parse_tf_config  # noqa: E402
-from nlp_tutorials.errors import UserError  # noqa: E402
+from nlp_tutorials.distribute import parse_tf_config
+from nlp_tutorials.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
@@ -26,7 +24,7 @@ TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--ba
 def environment(**extra):
     """This interpreter's environment with the worktree first on the path (for subprocesses)."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": path, **extra}
+    return {**os.environ, "PYTHONPATH": path, **extra}
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +38,7 @@ def two_replicas(tmp_path_factory) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
     figures = two_replicas["one_step"]
     assert figures["replicas"] == 2
@@ -58,6 +57,7 @@ def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
         assert abs(run["mean_of_replica_means"] - run["single_loss"]) > 1e-3, name
 
 
+@pytest.mark.slow
 def test_checkpoints_resume_across_strategies(two_replicas):
     """6 steps on one device; its step-2 checkpoint resumed under mirrored; that run's step-4
     checkpoint resumed on one device: all three end at the same weights (no dropout)."""
@@ -77,8 +77,9 @@ def free_ports(count: int) -> list:
     return ports
 
 
+@pytest.mark.slow
 def test_two_workers_train_and_agree(tmp_path):
-    from nlp_tutorials.training import latest_checkpoint
+    from nlp_tutorials.checkpoints import latest_checkpoint
 
     cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     model_dir = tmp_path / "bert"  # shared, as on a shared file system
@@ -126,7 +127,7 @@ def train_steps(steps: int = 12):
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.training import make_optimizer
+    from nlp_tutorials.optimization import make_optimizer
 
     keras.utils.set_random_seed(3)
     model = BERT(ModelConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
@@ -148,6 +149,7 @@ def train_steps(steps: int = 12):
     return model, losses, tf.cast(probs, tf.float32).numpy()[..., 9:]
 
 
+@pytest.mark.slow
 def test_mixed_precision_learns_as_float32_does(precision):
     import keras
 
@@ -176,7 +178,7 @@ def test_first_adamw_step_moves_no_weight_more_than_the_rate():
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.training import make_optimizer
+    from nlp_tutorials.optimization import make_optimizer
 
     keras.utils.set_random_seed(1)
     model = BERT(ModelConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
@@ -245,6 +247,7 @@ def test_bad_distribute_flags_fail_in_one_line_without_tensorflow(argv, tf_confi
     assert len(lines) == 1 and expected in lines[0], result.stderr
 
 
+@pytest.mark.slow
 def test_batch_not_divisible_by_replicas_fails_in_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY[:-2], "--batch-size", "7",

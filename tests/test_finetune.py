@@ -1,19 +1,17 @@
 """Fine-tuning on MRPC and predicting with the result, on a tiny pre-trained BERT."""
 import json
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from nlp_tutorials.config import FinetuneConfig, TrainConfig  # noqa: E402
-from nlp_tutorials.data import load_mrpc  # noqa: E402
-from nlp_tutorials.errors import UserError  # noqa: E402
+from nlp_tutorials.config import FinetuneConfig, TrainConfig
+from nlp_tutorials.data import load_mrpc
+from nlp_tutorials.errors import UserError
 
 
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory):
+    """A tiny BERT pre-trained for 2 steps, fine-tuned with 2 seeds of 2 epochs each."""
     from nlp_tutorials.finetune import finetune
     from nlp_tutorials.training import pretrain
 
@@ -38,6 +36,37 @@ def test_train_dev_split_is_glue_sized():
     assert (len(train), dev) == (4076, [])
 
 
+def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
+    """An untrained tiny classifier through save_head, load_finetuned and predict."""
+    import keras
+
+    from nlp_tutorials.bert import BERT
+    from nlp_tutorials.config import ModelConfig
+    from nlp_tutorials.finetune import (
+        encode, load_finetuned, paraphrase_probabilities, predict, save_head)
+    from nlp_tutorials.heads import SequenceClassifier
+    from nlp_tutorials.tokenization import WordTokenizer
+
+    pairs = load_mrpc("test")[:20]
+    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.s1, p.s2)])
+    keras.utils.set_random_seed(0)
+    head = SequenceClassifier(BERT(ModelConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)))
+    save_head(head, tmp_path)
+    tokenizer.save(tmp_path)
+    loaded, loaded_tokenizer = load_finetuned(tmp_path)
+    arrays = encode(tokenizer, pairs, 64)
+    np.testing.assert_allclose(paraphrase_probabilities(loaded, arrays),
+                               paraphrase_probabilities(head, arrays), atol=1e-6)
+    printed = []
+    lines = [f"{p.s1}\t{p.s2}\n" for p in pairs[:3]]
+    assert predict(loaded, loaded_tokenizer, lines, "pairs.tsv", printer=printed.append,
+                   chunk=2) == 3
+    assert [line.split("\t")[2:] for line in printed] == [[p.s1, p.s2] for p in pairs[:3]]
+
+
+@pytest.mark.slow
 def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(finetuned):
     from nlp_tutorials.finetune import finetune
 
@@ -61,6 +90,7 @@ def test_finetune_without_pretrained_checkpoint_says_what_to_do(tmp_path):
         finetune(FinetuneConfig(model_dir=str(tmp_path)), printer=lambda *_: None)
 
 
+@pytest.mark.slow
 def test_finetune_reports_test_scores_over_seeds(finetuned):
     root, result, printed = finetuned
     assert [run["seed"] for run in result["runs"]] == [1, 2]
@@ -75,6 +105,7 @@ def test_finetune_reports_test_scores_over_seeds(finetuned):
     assert saved["runs"] == result["runs"]
 
 
+@pytest.mark.slow
 def test_saved_model_reloads_with_identical_predictions(finetuned):
     from nlp_tutorials.finetune import encode, load_finetuned, paraphrase_probabilities
 
@@ -87,6 +118,7 @@ def test_saved_model_reloads_with_identical_predictions(finetuned):
     np.testing.assert_array_equal(first, paraphrase_probabilities(again, arrays))
 
 
+@pytest.mark.slow
 def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
     import zipfile
 
@@ -105,6 +137,7 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
     assert not [name for name in names if "optimizer" in name]
 
 
+@pytest.mark.slow
 def test_predict_prints_pairs_before_a_malformed_line(finetuned):
     from nlp_tutorials.finetune import load_finetuned, predict
 

@@ -1,12 +1,8 @@
 """`python -m nlp_tutorials.gpt generate`: greedy and seeded sampling, and its bad input."""
-import os
+import pytest
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-import pytest  # noqa: E402
-
-from nlp_tutorials.cli import main  # noqa: E402
-from nlp_tutorials.config import TrainConfig  # noqa: E402
+from nlp_tutorials.cli import main
+from nlp_tutorials.config import TrainConfig
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,14 @@
 """The date task, exact match, and the `python -m nlp_tutorials.transformer` commands."""
 import datetime
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import pytest
 
-import pytest  # noqa: E402
-
-from nlp_tutorials import dates  # noqa: E402
-from nlp_tutorials.cli import main  # noqa: E402
-from nlp_tutorials.errors import UserError  # noqa: E402
+from nlp_tutorials import dates
+from nlp_tutorials.cli import main
+from nlp_tutorials.errors import UserError
 
 TINY = ["--steps", "3", "--dim", "16", "--layers", "1", "--heads", "2", "--batch-size", "8"]
 

@@ -1,19 +1,19 @@
-"""The pre-training loop and the command line: checkpoints, resume, kill -9, bad flags."""
+"""The pre-training loop and the command line: checkpoints, resume, kill -9, progress, flags."""
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import numpy as np
+import pytest
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+from nlp_tutorials.config import TrainConfig
+from nlp_tutorials.errors import UserError
 
-from nlp_tutorials.config import TrainConfig  # noqa: E402
-from nlp_tutorials.errors import UserError  # noqa: E402
-
+ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
 
 
@@ -24,10 +24,9 @@ def tiny_config(model_dir, **overrides):
     return TrainConfig(**values)
 
 
-def run_cli(*args, timeout=300):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+def run_cli(*args, timeout=300, env=None):
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=Path(__file__).resolve().parent.parent)
+                          timeout=timeout, env=env, cwd=ROOT)
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -68,38 +67,41 @@ def test_help_answers_without_tensorflow():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny BERT trained for 6 steps, and what its run printed."""
+    """A tiny BERT trained for 6 steps: its folder, what pretrain returned, what it printed."""
     from nlp_tutorials.training import pretrain
 
     model_dir = tmp_path_factory.mktemp("bert")
     printed = []
-    result = pretrain(tiny_config(model_dir), printer=printed.append)
-    return model_dir, result, "\n".join(printed)
+    run = pretrain(tiny_config(model_dir), printer=printed.append)
+    return model_dir, run, "\n".join(printed)
 
 
 def test_training_leaves_everything_later_commands_need(trained):
-    model_dir, result, printed = trained
+    model_dir, run, printed = trained
     for name in ("config.json", "train_config.json", "vocab.txt", "tokenizer_config.json",
                  "checkpoints/checkpoint"):
         assert (model_dir / name).is_file(), name
     assert list((model_dir / "logs").iterdir()), "no TensorBoard events"
     assert "target:" in printed and "predicted:" in printed
+    result = run.evaluation
     assert set(result) >= {"mlm_accuracy", "nsp_accuracy", "baseline_accuracy", "loss"}
     assert 0.0 < result["baseline_accuracy"] < 0.2
     assert "most-frequent-token baseline" in printed
+    assert run.config.model_dir == str(model_dir) and run.config.max_len == 32
+    assert int(run.model.optimizer.iterations.numpy()) == 6
 
 
-def test_restored_model_predicts_like_the_trained_one(trained, tmp_path):
-    from nlp_tutorials.training import restore_model
+def test_restored_model_predicts_like_the_trained_one(trained):
+    from nlp_tutorials.checkpoints import restore_model
 
-    model_dir, _, _ = trained
+    model_dir, run, _ = trained
     model, tokenizer = restore_model(model_dir)
-    again, _ = restore_model(model_dir)
+    assert tokenizer.vocab == run.tokenizer.vocab
     ids, segments = tokenizer.encode("the company said", "shares rose", max_len=32)
     inputs = {"input_ids": np.array([ids], "int32"), "token_type_ids": np.array([segments], "int32")}
     a = model(inputs)["sequence_output"].numpy()
     assert a.shape == (1, 32, 32)
-    assert (a == again(inputs)["sequence_output"].numpy()).all()
+    np.testing.assert_array_equal(a, run.model(inputs)["sequence_output"].numpy())
     assert int(model.config.vocab_size) == tokenizer.vocab_size
 
 
@@ -122,6 +124,7 @@ def test_resume_checks_flags_against_the_saved_run(trained, tmp_path):
         pretrain(tiny_config(tmp_path), resume=True, printer=lambda *_: None)
 
 
+@pytest.mark.slow
 def test_export_and_plot_commands(trained, tmp_path):
     model_dir, _, _ = trained
     pickle_path = tmp_path / "att.pkl"
@@ -141,14 +144,82 @@ def test_export_and_plot_commands(trained, tmp_path):
     assert result.returncode == 2 and "run `python -m nlp_tutorials.bert train" in result.stderr
 
 
+def test_train_command_exports_and_draws_the_model_it_trained(tmp_path, monkeypatch, capsys):
+    from nlp_tutorials.cli import main
+    from nlp_tutorials.visual import load_attention_pickle
+
+    monkeypatch.chdir(tmp_path)  # the attention pickle and pictures go under visual/
+    status = main("bert", ["train", *TINY, "--steps", "2", "--model-dir", "run"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "attention of 32 test pairs written to visual/tmp/bert_attention_matrix.pkl" in out
+    assert "pictures written:" in out and list((tmp_path / "visual" / "results").glob("*.png"))
+    data = load_attention_pickle(tmp_path / "visual" / "tmp" / "bert_attention_matrix.pkl")
+    assert [a.shape for a in data["attentions"]["encoder"]] == [(32, 2, 32, 32)]
+
+
+def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
+    from nlp_tutorials.training import Progress
+
+    printed = []
+    progress = Progress(7, every=3, printer=printed.append, start=1, interactive=False)
+    for step in range(2, 8):
+        progress.update(step, {"loss": float(step), "nsp_accuracy": 0.5, "lm_loss": 9.0})
+    progress.note("saved checkpoint ckpt-7")
+    # The first step of the run, every third step, and the last.
+    assert [line.split(" - ")[0] for line in printed[:-1]] == [
+        "step 2/7", "step 3/7", "step 6/7", "step 7/7"]
+    smoothed = 2.0
+    for step in range(3, 8):
+        smoothed = 0.95 * smoothed + 0.05 * step
+    assert re.fullmatch(rf"step 7/7 - \d+s - loss: {smoothed:.4f} - nsp_accuracy: 0\.5000",
+                        printed[-2]), printed[-2]
+    assert printed[-1] == "saved checkpoint ckpt-7"
+
+
+def test_progress_on_a_terminal_is_a_bar(capsys):
+    from nlp_tutorials.training import Progress
+
+    printed = []
+    progress = Progress(3, every=1, printer=printed.append, interactive=True)
+    for step in range(1, 4):
+        progress.update(step, {"loss": 1.0})
+    progress.note("saved checkpoint ckpt-3")
+    out = capsys.readouterr().out
+    assert "3/3" in out and "loss: 1.0000" in out
+    assert printed == ["\nsaved checkpoint ckpt-3"]  # below the bar, not over it
+
+
+@pytest.mark.slow
+def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
+    """Standard output to a pipe (a log file, `| tee`): plain progress lines, no bar redrawn
+    with carriage returns and colour codes. With TF_CPP_MIN_LOG_LEVEL left to the command, a
+    machine without an NVIDIA GPU shows nothing of TensorFlow's start on standard error."""
+    from nlp_tutorials.startup import has_nvidia_device
+
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    result = run_cli("nlp_tutorials.bert", "train", *TINY, "--steps", "3", "--model-dir",
+                     str(tmp_path / "bert"), "--no-plots", env=env)
+    assert result.returncode == 0, result.stderr
+    for control in ("\x1b", "\r", "\b"):
+        assert control not in result.stdout, repr(result.stdout)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split(" - ")[0] for line in lines] == ["step 1/3", "step 3/3"], result.stdout
+    number = r"\d+\.\d{4}"
+    assert re.fullmatch(rf"step 3/3 - \d+s - loss: {number} - mlm_accuracy: {number} - "
+                        rf"nsp_accuracy: {number}", lines[-1]), lines[-1]
+    assert "saved checkpoint" in result.stdout and "test masked-token accuracy" in result.stdout
+    if not has_nvidia_device():
+        assert result.stderr == ""
+
+
 def start_training(model_dir, steps, checkpoint_every, ready):
     """Start `bert train` in a subprocess; return it once ``ready(index text)`` holds."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", str(steps),
                "--checkpoint-every", str(checkpoint_every), "--model-dir", str(model_dir),
                "--no-plots"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env=env)
+                               cwd=ROOT)
     index = model_dir / "checkpoints" / "checkpoint"
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None:
@@ -166,13 +237,14 @@ def saved_step(model_dir) -> int:
     return int(reader.get_tensor("iterations/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
+@pytest.mark.slow
 def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     model_dir = tmp_path / "killed"
     process = start_training(model_dir, 400, 2, lambda index: "ckpt-6" in index)
     process.send_signal(signal.SIGKILL)
     process.wait()
 
-    from nlp_tutorials.training import restore_model
+    from nlp_tutorials.checkpoints import restore_model
 
     restore_model(model_dir)  # the newest checkpoint reads back whole
     killed_at = saved_step(model_dir)
@@ -184,6 +256,7 @@ def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     assert saved_step(model_dir) == 400
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     model_dir = tmp_path / "interrupted"
     process = start_training(model_dir, 5000, 3, lambda index: True)
@@ -196,22 +269,6 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     step = saved_step(model_dir)
     assert 3 <= step < 5000
     assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith(f"ckpt-{step}")
-
-
-def test_trim_padding_rounds_lengths_up_for_xla():
-    from nlp_tutorials.training import trim_padding
-
-    ids = np.zeros((2, 40), np.int32)
-    ids[0, :5] = 7
-    ids[1, :19] = 7  # longest row: 19 real tokens
-    batch = {"input_ids": ids, "token_type_ids": np.zeros_like(ids),
-             "nsp_labels": np.array([0, 1], np.int32)}
-    assert trim_padding(batch)["input_ids"].shape == (2, 19)
-    rounded = trim_padding(batch, multiple=16)
-    assert rounded["input_ids"].shape == rounded["token_type_ids"].shape == (2, 32)
-    np.testing.assert_array_equal(rounded["input_ids"], ids[:, :32])
-    assert rounded["nsp_labels"].shape == (2,)
-    assert trim_padding(batch, multiple=64)["input_ids"].shape == (2, 40)  # never past max_len
 
 
 def test_jit_without_xla_is_one_line(monkeypatch):
@@ -258,7 +315,7 @@ def test_fused_adamw_follows_numpy_adamw(mode):
     import keras
     import tensorflow as tf
 
-    from nlp_tutorials.training import make_optimizer
+    from nlp_tutorials.optimization import make_optimizer
 
     rng = np.random.default_rng(0)
     start = [rng.normal(size=(5, 3)), rng.normal(size=(3,))]

@@ -3,9 +3,6 @@ import pickle
 import subprocess
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np

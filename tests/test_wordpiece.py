@@ -204,6 +204,7 @@ def test_learn_vocab_too_small():
         learn_wordpiece_vocab({"ab": 3, "cab": 2}, 8)
 
 
+@pytest.mark.slow
 def test_trained_on_mrpc_is_reproducible_and_covers_train():
     train = [s for p in load_mrpc("train") for s in (p.s1, p.s2)]
     code = ("import sys, hashlib; from nlp_tutorials.data import load_mrpc;"

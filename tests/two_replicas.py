@@ -12,14 +12,11 @@ per scenario; the assertions live in test_distribute.py.
   final weights of the three runs.
 """
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-from nlp_tutorials import distribute  # noqa: E402
+from nlp_tutorials import distribute
 
 # First, before TensorFlow starts its devices: split the CPU in two.
 MIRRORED = distribute.make_strategy("mirrored", cpu_replicas=2)
@@ -32,7 +29,8 @@ from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.config import ModelConfig, TrainConfig  # noqa: E402
 from nlp_tutorials.errors import UserError  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
-from nlp_tutorials.training import make_optimizer, pretrain  # noqa: E402
+from nlp_tutorials.optimization import make_optimizer  # noqa: E402
+from nlp_tutorials.training import pretrain  # noqa: E402
 
 VOCAB = 40
 
