@@ -1,15 +1,15 @@
-"""Issue 7's reference: HuggingFace transformers' BertForPreTraining, timed on this machine.
+"""The training-speed reference: HuggingFace transformers' BertForPreTraining, on this machine.
 
     /path/to/torch-venv/bin/python benchmarks/hf_reference_throughput.py [--steps 50]
 
 Runs in a separate virtual environment with ``torch==2.13.0`` (CPU) and ``transformers``; the
-project itself does not need either. The model has issue 7's default shape (256 wide, 4 layers,
-4 heads, feed-forward 1024, vocabulary 19,500) and trains as the issue measured it: batch 16 x 63
-tokens, 2 threads, AdamW, masked-LM at 15% of the positions (logits at every position, the
+project itself does not need either. The model has the reference shape (256 wide, 4 layers,
+4 heads, feed-forward 1024, vocabulary 19,500) and trains as the reference figures were
+measured: batch 16 x 63 tokens, 2 threads, AdamW, masked-LM at 15% of the positions (logits at every position, the
 others ignored by label -100) + next-sentence prediction. Prints seconds per step (median and
 inter-quartile range over ``--steps`` timed steps after warm-up), tokens/s and peak RSS, in the
 format of ``train_throughput.py`` so the two can be run one after the other and compared: the
-issue's target is 3x this reference on the same machine.
+target is 3x this reference on the same machine.
 """
 import argparse
 import resource

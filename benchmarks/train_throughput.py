@@ -39,7 +39,7 @@ from nlp_tutorials.tokenization import WordTokenizer  # noqa: E402
 from nlp_tutorials.optimization import make_optimizer  # noqa: E402
 
 CONFIGS = {
-    # the original tutorial's size and the reference measurements' shape (issue 7)
+    # the original tutorial's size, and the shape of the reference measurements
     "default": dict(hidden=256, layers=4, heads=4, ffn=1024, batch=16, seq=63, vocab=19500),
     "bert-base": dict(hidden=768, layers=12, heads=12, ffn=3072, batch=4, seq=128, vocab=30522),
     # next to nothing to compute: run alone (--configs tiny), its peak RSS is what TensorFlow,
