@@ -5,11 +5,11 @@
 Runs in a separate virtual environment with ``torch==2.13.0`` (CPU) and ``transformers``; the
 project itself does not need either. The model has the reference shape (256 wide, 4 layers,
 4 heads, feed-forward 1024, vocabulary 19,500) and trains as the reference figures were
-measured: batch 16 x 63 tokens, 2 threads, AdamW, masked-LM at 15% of the positions (logits at every position, the
-others ignored by label -100) + next-sentence prediction. Prints seconds per step (median and
-inter-quartile range over ``--steps`` timed steps after warm-up), tokens/s and peak RSS, in the
-format of ``train_throughput.py`` so the two can be run one after the other and compared: the
-target is 3x this reference on the same machine.
+measured: batch 16 x 63 tokens, 2 threads, AdamW, masked-LM at 15% of the positions (logits at
+every position, the others ignored by label -100) + next-sentence prediction. Prints seconds
+per step (median and inter-quartile range over ``--steps`` timed steps after warm-up), tokens/s
+and peak RSS, in the format of ``train_throughput.py`` so the two can be run one after the
+other and compared: the target is 3x this reference on the same machine.
 """
 import argparse
 import resource
