@@ -21,7 +21,7 @@ import tensorflow as tf
 from nlp_tutorials import pretrained
 from nlp_tutorials.gpt import GPT, NSP_WEIGHT
 from nlp_tutorials.losses import sparse_cross_entropy
-from nlp_tutorials.transformer import padding_mask
+from nlp_tutorials.masks import padding_mask
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")

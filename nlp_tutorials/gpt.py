@@ -22,8 +22,8 @@ from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.kernels import LayerNorm
 from nlp_tutorials.losses import sparse_cross_entropy
-from nlp_tutorials.transformer import (
-    Embeddings, Encoder, Transformer, activation, cached_causal_mask, truncated_normal)
+from nlp_tutorials.masks import cached_causal_mask
+from nlp_tutorials.transformer import Embeddings, Encoder, Transformer, activation, truncated_normal
 
 NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
 

@@ -7,7 +7,8 @@ from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.decoding import (
     decode, greedy, gpt_stepper, sampler, seq2seq_stepper)
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.transformer import Transformer, cached_causal_mask
+from nlp_tutorials.masks import cached_causal_mask
+from nlp_tutorials.transformer import Transformer
 
 VOCAB = 40
 

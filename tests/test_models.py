@@ -9,8 +9,8 @@ import tensorflow as tf
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.transformer import (
-    MASK_VALUE, MultiHeadAttention, Transformer, causal_mask, padding_mask)
+from nlp_tutorials.masks import MASK_VALUE, causal_mask, padding_mask
+from nlp_tutorials.transformer import MultiHeadAttention, Transformer
 
 VOCAB = 40
 

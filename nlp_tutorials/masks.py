@@ -1,0 +1,57 @@
+"""Attention masks: additive, 0 where a query may look at a key, MASK_VALUE where it may not.
+
+Added to the attention scores before the softmax, MASK_VALUE makes a hidden key's probability
+exactly 0. :func:`padding_mask` hides padding (BERT, the Transformer's encoder);
+:func:`causal_mask` hides the future too (GPT, the Transformer's decoder);
+:func:`cached_causal_mask` is the causal mask of positions decoded one at a time.
+"""
+import tensorflow as tf
+
+# Large enough that exp() of it underflows to exactly 0 in float32, yet finite in float16
+# (max 65504) and bfloat16, so masked scores never turn into NaN under mixed precision.
+MASK_VALUE = -1e4
+
+
+def padding_mask(ids, pad_id: int = 0, attention_mask=None):
+    """Additive mask hiding padded keys.
+
+    Args:
+        ids: token ids, [batch, step].
+        attention_mask: optional [batch, step], 1 for real tokens and 0 for padding (the
+            HuggingFace convention); when given it decides, instead of comparing ids to
+            ``pad_id``.
+    Returns:
+        float32 [batch, 1, 1, step]: 0 for real keys, MASK_VALUE for padded keys; it
+        broadcasts over heads and query positions.
+    """
+    if attention_mask is None:
+        is_pad = tf.cast(tf.equal(ids, pad_id), tf.float32)  # [batch, step]
+    else:
+        is_pad = 1.0 - tf.cast(tf.not_equal(attention_mask, 0), tf.float32)
+    return is_pad[:, tf.newaxis, tf.newaxis, :] * MASK_VALUE
+
+
+def causal_mask(ids, pad_id: int = 0, attention_mask=None):
+    """Additive mask hiding padded keys and every key after the query (look-ahead).
+
+    Args:
+        ids: token ids, [batch, step].
+        attention_mask: optional [batch, step], 1 for real tokens (see :func:`padding_mask`).
+    Returns:
+        float32 [batch, 1, step, step]: entry [b, 0, i, j] is 0 when query i may look at key j
+        (j <= i and j is not padding), MASK_VALUE otherwise.
+    """
+    step = tf.shape(ids)[1]
+    # [step, step]: 1 above the diagonal, where the key comes after the query
+    future = 1.0 - tf.linalg.band_part(tf.ones([step, step]), -1, 0)
+    return tf.maximum(padding_mask(ids, pad_id, attention_mask) + future * MASK_VALUE, MASK_VALUE)
+
+
+def cached_causal_mask(past, new):
+    """Causal mask for ``new`` queries that follow ``past`` cached positions (no padding).
+
+    Returns float32 [1, 1, new, past + new]: query i sits at position past + i and may look at
+    every key j <= past + i.
+    """
+    allowed = tf.linalg.band_part(tf.ones([new, past + new]), -1, past)  # 1 where j - i <= past
+    return ((1.0 - allowed) * MASK_VALUE)[tf.newaxis, tf.newaxis]
