@@ -39,6 +39,10 @@ class ModelConfig:
         layer_norm_eps: LayerNorm epsilon (1e-12 as BERT).
         pad_token_id: id of ``[PAD]``; keys with this id are masked out of attention.
         target_vocab_size: the seq2seq Transformer's target vocabulary (0: same as source).
+        chunk_size_feed_forward: positions the feed-forward computes at a time (0: all at
+            once); smaller chunks hold a smaller [batch, chunk, intermediate] activation.
+        pruned_heads: ``{layer: [head, ...]}``, the attention heads removed from each layer
+            (numbered as in the unpruned model); see ``GPT.prune_heads``.
     """
 
     model_type: str = "bert"
@@ -56,8 +60,12 @@ class ModelConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     target_vocab_size: int = 0
+    chunk_size_feed_forward: int = 0
+    pruned_heads: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        self.pruned_heads = _pruned_heads(self.pruned_heads, self.num_hidden_layers,
+                                          self.num_attention_heads)
         self.validate()
 
     def validate(self) -> None:
@@ -76,11 +84,21 @@ class ModelConfig:
         if self.model_type not in ("transformer", "gpt", "bert"):
             raise UserError(
                 f"config model_type={self.model_type!r}: expected transformer, gpt or bert")
+        if not isinstance(self.chunk_size_feed_forward, int) or self.chunk_size_feed_forward < 0:
+            raise UserError(f"config chunk_size_feed_forward={self.chunk_size_feed_forward!r}: "
+                            f"expected 0 (off) or a positive integer")
+        if self.pruned_heads and self.model_type == "transformer":
+            raise UserError("config pruned_heads: only GPT and BERT can prune heads")
 
     @property
     def head_size(self) -> int:
         """Width of one attention head: hidden_size / num_attention_heads."""
         return self.hidden_size // self.num_attention_heads
+
+    def kept_heads(self, layer: int) -> list[int]:
+        """The heads layer ``layer`` still has after pruning, numbered as unpruned."""
+        pruned = self.pruned_heads.get(layer, [])
+        return [head for head in range(self.num_attention_heads) if head not in pruned]
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -120,6 +138,35 @@ class ModelConfig:
         return cls.from_dict(values, source=str(path))
 
 
+def _pruned_heads(value, layers: int, heads: int) -> dict:
+    """``{layer: sorted heads}`` from a dict whose keys may be strings (as JSON writes them).
+
+    Refuses a layer or head that does not exist, and pruning every head of a layer (the layer's
+    attention would have no output: remove the layer instead).
+    """
+    if not isinstance(value, dict):
+        raise UserError(f"config pruned_heads={value!r}: expected {{layer: [head, ...]}}")
+    pruned = {}
+    for key, chosen in value.items():
+        try:
+            layer, chosen = int(key), sorted({int(head) for head in chosen})
+        except (TypeError, ValueError):
+            raise UserError(f"config pruned_heads {key!r}: {chosen!r}: expected a layer number "
+                            f"and a list of head numbers") from None
+        if not 0 <= layer < layers:
+            raise UserError(f"config pruned_heads: layer {layer} does not exist; expected 0 to "
+                            f"{layers - 1}")
+        if any(not 0 <= head < heads for head in chosen):
+            raise UserError(f"config pruned_heads: layer {layer} heads {chosen}: expected head "
+                            f"numbers 0 to {heads - 1}")
+        if len(chosen) == heads:
+            raise UserError(f"config pruned_heads: layer {layer} would lose all {heads} heads; "
+                            f"keep at least one")
+        if chosen:
+            pruned[layer] = chosen
+    return dict(sorted(pruned.items()))
+
+
 # Values real checkpoints may hold that this project's layers do not implement, with the ones
 # they do: refusing them beats loading weights into a model that computes something else.
 SUPPORTED_VALUES = {"hidden_act": ("gelu", "relu"), "position_embedding_type": ("absolute",)}
@@ -137,7 +184,8 @@ def _check_supported(values: dict, source: str) -> None:
 HF_BERT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                   "intermediate_size", "hidden_act", "hidden_dropout_prob",
                   "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-                  "initializer_range", "layer_norm_eps", "pad_token_id")
+                  "initializer_range", "layer_norm_eps", "pad_token_id",
+                  "chunk_size_feed_forward", "pruned_heads")
 
 
 @dataclasses.dataclass

@@ -23,6 +23,7 @@ from nlp_tutorials.errors import UserError
 from nlp_tutorials.kernels import LayerNorm
 from nlp_tutorials.losses import sparse_cross_entropy
 from nlp_tutorials.masks import cached_causal_mask
+from nlp_tutorials.pruning import pruned_copy
 from nlp_tutorials.transformer import Embeddings, Encoder, Transformer, activation, truncated_normal
 
 NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
@@ -76,8 +77,10 @@ class GPT(Transformer):
     ``call``'s inputs and outputs, ``step()`` (next-token loss) and decoding; the mask stays the
     Transformer's causal one.
 
-    ``call({"input_ids", "token_type_ids"})`` with both [batch, step] returns a dict:
-    ``sequence_output`` [batch, step, hidden], ``pooled_output`` [batch, hidden] and
+    ``call({"input_ids", "token_type_ids"})`` with both [batch, step] (optional:
+    ``attention_mask`` [batch, step], ``head_mask`` [heads] or [layers, heads]) returns a dict:
+    ``sequence_output`` [batch, step, hidden], ``pooled_output`` [batch, hidden],
+    ``hidden_states`` (the embeddings' output and each layer's, [batch, step, hidden] each) and
     ``attentions`` ``{"encoder": [one [batch, heads, step, step] tensor per layer]}``.
     Heads: :meth:`pretraining_heads` maps those to token logits and next-sentence logits.
     """
@@ -112,16 +115,40 @@ class GPT(Transformer):
         ids = inputs["input_ids"]  # [batch, step]
         x = self.embeddings(ids, inputs.get("token_type_ids"), training=training)
         mask = self.mask(ids, inputs.get("attention_mask"))
-        x, attentions, _ = self.encoder(x, mask, training=training)
-        return {"sequence_output": x,  # [batch, step, hidden]
+        hidden_states, attentions, _ = self.encoder(
+            x, mask, training=training, head_mask=self.layer_head_mask(inputs.get("head_mask")))
+        x = hidden_states[-1]  # [batch, step, hidden]
+        return {"sequence_output": x,
                 "pooled_output": self.pooler(x, self.summary_positions(mask)),  # [batch, hidden]
+                "hidden_states": hidden_states,
                 "attentions": {"encoder": attentions}}
 
-    def encode(self, input_ids, token_type_ids=None, attention_mask=None, training=False):
-        """Run the backbone: ids, segments and the 1/0 ``attention_mask``, all [batch, step].
+    def layer_head_mask(self, head_mask):
+        """``head_mask`` as [layers, heads] float32 (one [heads] row serves every layer).
+
+        1 keeps a head, 0 switches it off, values between scale it; heads are numbered as in
+        the unpruned model. None stays None. A mask of another shape raises UserError.
+        """
+        if head_mask is None:
+            return None
+        head_mask = tf.cast(head_mask, tf.float32)
+        layers, heads = self.config.num_hidden_layers, self.config.num_attention_heads
+        if head_mask.shape == (heads,):
+            return tf.tile(head_mask[tf.newaxis], [layers, 1])
+        if head_mask.shape != (layers, heads):
+            raise UserError(f"head_mask of shape {list(head_mask.shape)}: expected [{heads}] "
+                            f"(heads) or [{layers}, {heads}] (layers, heads)")
+        return head_mask
+
+    def encode(self, input_ids, token_type_ids=None, attention_mask=None, head_mask=None,
+               output_hidden_states=False, training=False):
+        """Run the backbone: ids, segments and the 1/0 ``attention_mask``, all [batch, step];
+        ``head_mask`` [heads] or [layers, heads] multiplies each head's attention (0: off).
 
         Returns a dict: ``sequence_output`` [batch, step, hidden], ``pooled_output``
-        [batch, hidden] and ``attentions``, one [batch, heads, step, step] tensor per layer.
+        [batch, hidden] and ``attentions``, one [batch, heads, step, step] tensor per layer;
+        with ``output_hidden_states``, also ``hidden_states``: the embeddings' output and each
+        layer's, [batch, step, hidden] each (layers + 1 of them), as HuggingFace's BertModel.
         Sequences longer than ``max_position_embeddings`` are refused (positions past it have
         no embedding): truncate when tokenizing instead, which cuts a pair's longer sentence
         first.
@@ -136,10 +163,27 @@ class GPT(Transformer):
             inputs["token_type_ids"] = token_type_ids
         if attention_mask is not None:
             inputs["attention_mask"] = attention_mask
+        if head_mask is not None:
+            inputs["head_mask"] = self.layer_head_mask(head_mask)  # a bad shape fails here
         outputs = self(inputs, training=training)
-        return {"sequence_output": outputs["sequence_output"],
-                "pooled_output": outputs["pooled_output"],
-                "attentions": outputs["attentions"]["encoder"]}
+        encoded = {"sequence_output": outputs["sequence_output"],
+                   "pooled_output": outputs["pooled_output"],
+                   "attentions": outputs["attentions"]["encoder"]}
+        if output_hidden_states:
+            encoded["hidden_states"] = outputs["hidden_states"]
+        return encoded
+
+    def prune_heads(self, heads_to_prune: dict) -> "GPT":
+        """A copy of this model without the attention heads ``{layer: [head, ...]}``.
+
+        Heads are numbered as in the unpruned model; those pruned before stay pruned. The
+        pruned heads' columns leave the query, key and value weights and their rows the output
+        weights, so the copy computes less, and its config's ``pruned_heads`` records them
+        (saving and loading keep them). Its outputs equal this model's with those heads masked
+        to 0. Keras layers cannot shrink once built, so unlike HuggingFace's ``prune_heads``
+        this returns a new model and leaves this one as it is.
+        """
+        return pruned_copy(self, heads_to_prune)
 
     def pretraining_heads(self, sequence_output, pooled_output):
         """(token logits [batch, positions, vocab], next-sentence logits [batch, 2])."""
@@ -161,9 +205,9 @@ class GPT(Transformer):
         """
         past = tf.shape(cache[0]["key"])[2]
         x = self.embeddings(ids, start=past)  # [batch, new, hidden]
-        x, _, cache = self.encoder(x, cached_causal_mask(past, tf.shape(ids)[1]),
-                                   cache=cache)
-        return self.lm_head(x, self.embeddings.word_embeddings), cache
+        hidden_states, _, cache = self.encoder(x, cached_causal_mask(past, tf.shape(ids)[1]),
+                                               cache=cache)
+        return self.lm_head(hidden_states[-1], self.embeddings.word_embeddings), cache
 
     def step(self, batch, training=True):
         """One optimisation step: next-token loss (padding ignored) + 0.2 x next-sentence loss.

@@ -11,6 +11,7 @@ against the plain version it replaces.
 - :class:`Dropout`: one 32-bit random number per two elements instead of one per element.
 - :func:`transposed_feed_forward`: the feed-forward on transposed activations, [features,
   tokens] (its weight gradients then run at full speed on CPU).
+- :func:`in_chunks`: a position-wise function a chunk of positions at a time (less memory).
 - :func:`softmax_cross_entropy`: the cross-entropy with its gradient written out (about twice
   as fast as TensorFlow's fused kernel at the masked-LM head's shape).
 - :class:`AdamW`: Keras' AdamW with each weight updated by TensorFlow's fused Adam kernel.
@@ -133,6 +134,27 @@ def transposed_feed_forward(intermediate, output, x):
     inner_t = intermediate.activation(transposed_dense(intermediate, x_t))  # [inner, tokens]
     y_t = transposed_dense(output, inner_t)  # [hidden, tokens]
     return tf.reshape(tf.transpose(y_t), tf.shape(x))  # [batch, step, hidden]
+
+
+def in_chunks(positionwise, x, chunk_size: int):
+    """``positionwise(x)`` computed ``chunk_size`` positions at a time, one chunk after another.
+
+    ``positionwise``: a function of [batch, positions, hidden] that treats each position on its
+    own (the feed-forward); ``x``: [batch, step, hidden] -> [batch, step, hidden].
+
+    Why: memory. The feed-forward's intermediate activation, [batch, step, intermediate], is
+    the largest tensor of an inference pass over long inputs; in chunks only
+    [batch, chunk_size, intermediate] exists at a time. The step axis is padded to a multiple
+    of ``chunk_size`` and the padding's results cut off.
+    """
+    batch, step, hidden = tf.shape(x)[0], tf.shape(x)[1], x.shape[-1]
+    chunks = (step + chunk_size - 1) // chunk_size
+    padded = tf.pad(x, [[0, 0], [0, chunks * chunk_size - step], [0, 0]])
+    pieces = tf.transpose(tf.reshape(padded, [batch, chunks, chunk_size, hidden]), [1, 0, 2, 3])
+    # One chunk at a time (parallel_iterations=1), so only one chunk's activations are live.
+    done = tf.map_fn(positionwise, pieces, parallel_iterations=1)  # [chunks, batch, chunk, hidden]
+    joined = tf.reshape(tf.transpose(done, [1, 0, 2, 3]), [batch, chunks * chunk_size, hidden])
+    return joined[:, :step]
 
 
 def transposed_dense(dense, x_t):

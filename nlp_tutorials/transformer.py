@@ -26,7 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.kernels import Dropout, LayerNorm, gelu, transposed_feed_forward
+from nlp_tutorials.kernels import (
+    Dropout, LayerNorm, gelu, in_chunks, transposed_feed_forward)
 from nlp_tutorials.losses import sparse_cross_entropy
 from nlp_tutorials.masks import cached_causal_mask, causal_mask, padding_mask
 from nlp_tutorials.trainable import TrainableModel
@@ -54,18 +55,26 @@ class MultiHeadAttention(keras.layers.Layer):
 
     With ``cache`` (the keys and values of positions seen before) those of ``memory`` are
     appended to it. ``memory=None`` means the cache already holds the whole memory:
-    cross-attention projects the encoder output once.
+    cross-attention projects the encoder output once. ``head_mask`` [num_attention_heads]
+    multiplies each head's probabilities (0 switches a head off), as returned and as used.
+
+    ``kept_heads``: the heads this layer has, numbered as in the unpruned model (default all);
+    a pruned layer's query, key and value project onto fewer heads.
     """
 
-    def __init__(self, config: ModelConfig, **kwargs):
+    def __init__(self, config: ModelConfig, kept_heads=None, **kwargs):
         super().__init__(**kwargs)
-        self.heads = config.num_attention_heads
+        self.kept_heads = list(range(config.num_attention_heads) if kept_heads is None
+                               else kept_heads)
+        self.heads = len(self.kept_heads)
         self.head_size = config.head_size
-        dense = dict(units=config.hidden_size, kernel_initializer=truncated_normal(config))
-        self.query = keras.layers.Dense(**dense, name="query")
-        self.key = keras.layers.Dense(**dense, name="key")
-        self.value = keras.layers.Dense(**dense, name="value")
-        self.output_dense = keras.layers.Dense(**dense, name="output")
+        init = truncated_normal(config)
+        width = self.heads * self.head_size  # hidden_size unless heads were pruned
+        self.query = keras.layers.Dense(width, kernel_initializer=init, name="query")
+        self.key = keras.layers.Dense(width, kernel_initializer=init, name="key")
+        self.value = keras.layers.Dense(width, kernel_initializer=init, name="value")
+        self.output_dense = keras.layers.Dense(config.hidden_size, kernel_initializer=init,
+                                               name="output")
         self.dropout = Dropout(config.attention_probs_dropout_prob)
 
     def split_heads(self, x):
@@ -84,7 +93,7 @@ class MultiHeadAttention(keras.layers.Layer):
         empty = tf.zeros([batch, self.heads, 0, self.head_size], self.compute_dtype)
         return {"key": empty, "value": empty}
 
-    def call(self, query, memory, mask, training=False, cache=None):
+    def call(self, query, memory, mask, training=False, cache=None, head_mask=None):
         q = self.split_heads(self.query(query))    # [batch, heads, q_step, head_size]
         if memory is None:
             kv = cache
@@ -99,6 +108,9 @@ class MultiHeadAttention(keras.layers.Layer):
         # -1e4 is exact there, and softmax runs in float32 so it neither overflows nor loses it.
         scores = tf.cast(scores, tf.float32) + tf.cast(mask, tf.float32)  # [b, h, q_step, k_step]
         probs = tf.nn.softmax(scores, axis=-1)
+        if head_mask is not None:
+            kept = tf.gather(tf.cast(head_mask, probs.dtype), self.kept_heads)  # [heads]
+            probs = probs * kept[:, tf.newaxis, tf.newaxis]
         context = tf.matmul(tf.cast(self.dropout(probs, training=training), v.dtype), v)
         context = tf.transpose(context, [0, 2, 1, 3])     # [batch, q_step, heads, head_size]
         batch, step = tf.shape(context)[0], tf.shape(context)[1]
@@ -111,7 +123,9 @@ class FeedForward(keras.layers.Layer):
 
     ``call(x)`` maps [batch, step, hidden] to [batch, step, hidden]: ``output(intermediate(x))``,
     computed on transposed activations by :func:`~nlp_tutorials.kernels.transposed_feed_forward`
-    (same result, faster backward pass on CPU).
+    (same result, faster backward pass on CPU). With ``chunk_size_feed_forward`` in the config
+    it runs that many positions at a time (:func:`~nlp_tutorials.kernels.in_chunks`): the same
+    result with a smaller intermediate activation.
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -122,12 +136,18 @@ class FeedForward(keras.layers.Layer):
             kernel_initializer=init, name="intermediate")
         self.output_dense = keras.layers.Dense(
             config.hidden_size, kernel_initializer=init, name="output")
+        self.chunk_size = config.chunk_size_feed_forward
 
     def build(self, input_shape):
         self.intermediate.build(input_shape)
         self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate.units,))
 
     def call(self, x):
+        if self.chunk_size:
+            return in_chunks(self.positionwise, x, self.chunk_size)
+        return self.positionwise(x)
+
+    def positionwise(self, x):
         return transposed_feed_forward(self.intermediate, self.output_dense, x)
 
 
@@ -146,17 +166,18 @@ class ResidualNorm(keras.layers.Layer):
 class EncoderLayer(keras.layers.Layer):
     """Self-attention then feed-forward, each wrapped in residual + LayerNorm."""
 
-    def __init__(self, config: ModelConfig, **kwargs):
+    def __init__(self, config: ModelConfig, kept_heads=None, **kwargs):
         super().__init__(**kwargs)
-        self.attention = MultiHeadAttention(config, name="attention")
+        self.attention = MultiHeadAttention(config, kept_heads, name="attention")
         self.attention_norm = ResidualNorm(config, name="attention_norm")
         self.ffn = FeedForward(config, name="ffn")
         self.ffn_norm = ResidualNorm(config, name="ffn_norm")
 
-    def call(self, x, mask, training=False, cache=None):
+    def call(self, x, mask, training=False, cache=None, head_mask=None):
         """Returns x [batch, step, hidden], probs [batch, heads, step, k_step] and the
         attention's keys and values (``cache`` with this step's appended)."""
-        attended, probs, keys_values = self.attention(x, x, mask, training=training, cache=cache)
+        attended, probs, keys_values = self.attention(x, x, mask, training=training, cache=cache,
+                                                      head_mask=head_mask)
         x = self.attention_norm(x, attended, training=training)
         x = self.ffn_norm(x, self.ffn(x), training=training)
         return x, probs, keys_values
@@ -190,23 +211,27 @@ class DecoderLayer(keras.layers.Layer):
 
 
 class Encoder(keras.layers.Layer):
-    """A stack of ``num_hidden_layers`` encoder layers; returns output and per-layer probs."""
+    """A stack of ``num_hidden_layers`` encoder layers (with the config's heads pruned)."""
 
     def __init__(self, config: ModelConfig, **kwargs):
         super().__init__(**kwargs)
-        self.blocks = [EncoderLayer(config, name=f"layer_{i}")
+        self.blocks = [EncoderLayer(config, config.kept_heads(i), name=f"layer_{i}")
                        for i in range(config.num_hidden_layers)]
 
-    def call(self, x, mask, training=False, cache=None):
-        """Returns x [batch, step, hidden], the probs of each layer [batch, heads, step,
-        k_step], and each layer's keys and values; ``cache``: those of earlier positions."""
-        attentions, new_cache = [], []
+    def call(self, x, mask, training=False, cache=None, head_mask=None):
+        """Returns the hidden states, its input and each layer's output ([batch, step, hidden],
+        layers + 1 of them: the last is the stack's output), each layer's probs [batch, heads,
+        step, k_step], and each layer's keys and values. ``cache``: those of earlier
+        positions; ``head_mask``: [layers, num_attention_heads], or None."""
+        hidden_states, attentions, new_cache = [x], [], []
         for i, block in enumerate(self.blocks):
             x, probs, keys_values = block(x, mask, training=training,
-                                          cache=None if cache is None else cache[i])
+                                          cache=None if cache is None else cache[i],
+                                          head_mask=None if head_mask is None else head_mask[i])
+            hidden_states.append(x)
             attentions.append(probs)
             new_cache.append(keys_values)
-        return x, attentions, new_cache
+        return hidden_states, attentions, new_cache
 
 
 class Decoder(keras.layers.Layer):
@@ -327,8 +352,9 @@ class Transformer(TrainableModel):
     def call(self, inputs, training=False):
         src_ids, tgt_ids = inputs["src_ids"], inputs["tgt_ids"]
         src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
-        memory, enc_probs, _ = self.encoder(self.src_embeddings(src_ids, training=training),
-                                            src_mask, training=training)
+        encoded, enc_probs, _ = self.encoder(self.src_embeddings(src_ids, training=training),
+                                             src_mask, training=training)
+        memory = encoded[-1]  # [batch, s_step, hidden]
         x, dec_probs, cross_probs, _ = self.decoder(
             self.tgt_embeddings(tgt_ids, training=training), memory, self.mask(tgt_ids),
             src_mask, training=training)
@@ -345,7 +371,7 @@ class Transformer(TrainableModel):
         """
         src_ids = inputs["src_ids"]
         src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
-        memory, _, _ = self.encoder(self.src_embeddings(src_ids), src_mask)
+        memory = self.encoder(self.src_embeddings(src_ids), src_mask)[0][-1]
         batch = tf.shape(src_ids)[0]
         layers = [{"self": block.self_attention.empty_cache(batch),
                    "cross": block.cross_attention.project(memory)}

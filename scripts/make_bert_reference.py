@@ -17,6 +17,10 @@ Step 1 writes, under tests/fixtures/:
   perturbed so a wrongly mapped one shows) saved by transformers, with a made-up ``vocab.txt``;
 - ``bert_tiny_reference.npz``: inputs for it and its outputs, MLM and NSP logits included.
 
+``heads`` (in the torch environment, with transformers 4.x: version 5 has no head mask) adds
+``bert_minilm_heads_reference.npz`` (hidden states, a head mask's outputs, pruned heads' outputs)
+and ``bert_tiny_hf_pruned/`` with ``bert_tiny_pruned_reference.npz`` (a pruned tiny model).
+
 Step 2 rewrites ``bert_tiny_hf/`` as Google's original TF checkpoint in ``bert_tiny_google/``,
 with the names google-research/bert used, spelled out below independently of
 nlp_tutorials.pretrained so the test checks that module's table against a second one.
@@ -130,6 +134,59 @@ def make_tiny_reference():
     print("tiny reference:", {k: v.shape for k, v in arrays.items()})
 
 
+# Heads switched off or scaled in the head-mask reference, and heads pruned (both numbered as in
+# the unpruned model): a few of each, in several layers.
+MINILM_HEAD_MASK_SEED = 3
+MINILM_PRUNED_HEADS = {0: [0, 5, 11], 2: [3], 5: [1, 2, 4, 6, 8, 10]}
+TINY_PRUNED_HEADS = {0: [1, 3], 1: [0]}
+TINY_HF_PRUNED = FIXTURES / "bert_tiny_hf_pruned"
+
+
+def minilm_head_mask(layers: int, heads: int) -> np.ndarray:
+    """[layers, heads]: mostly 1, some heads off (0), some scaled (0.5)."""
+    rng = np.random.default_rng(MINILM_HEAD_MASK_SEED)
+    return rng.choice(np.array([0.0, 0.5, 1.0, 1.0], np.float32), size=(layers, heads))
+
+
+def make_heads_reference():
+    """Head masks, hidden states and pruned heads as transformers 4.x computes them
+    (transformers 5 no longer takes a head mask), on the MiniLM pairs above and the tiny model."""
+    import torch
+    from transformers import BertForPreTraining, BertModel
+
+    minilm = np.load(FIXTURES / "bert_minilm_reference.npz")
+    batch = {name: torch.tensor(minilm[name].astype(np.int64))
+             for name in ("input_ids", "token_type_ids", "attention_mask")}
+    model = BertModel.from_pretrained(minilm_dir(), attn_implementation="eager").eval()
+    head_mask = minilm_head_mask(model.config.num_hidden_layers,
+                                 model.config.num_attention_heads)
+    with torch.no_grad():
+        plain = model(**batch, output_hidden_states=True)
+        masked = model(**batch, head_mask=torch.tensor(head_mask))
+        model.prune_heads(MINILM_PRUNED_HEADS)
+        pruned = model(**batch)
+    np.savez_compressed(
+        FIXTURES / "bert_minilm_heads_reference.npz", head_mask=head_mask,
+        hidden_states=torch.stack(plain.hidden_states).numpy(),
+        masked_last_hidden_state=masked.last_hidden_state.numpy(),
+        masked_pooler_output=masked.pooler_output.numpy(),
+        pruned_last_hidden_state=pruned.last_hidden_state.numpy())
+
+    tiny = BertForPreTraining.from_pretrained(TINY_HF, attn_implementation="eager").eval()
+    tiny.prune_heads(TINY_PRUNED_HEADS)
+    shutil.rmtree(TINY_HF_PRUNED, ignore_errors=True)
+    tiny.save_pretrained(TINY_HF_PRUNED)
+    shutil.copy(TINY_HF / "vocab.txt", TINY_HF_PRUNED / "vocab.txt")
+    inputs = np.load(FIXTURES / "bert_tiny_reference.npz")
+    with torch.no_grad():
+        out = tiny(**{name: torch.tensor(inputs[name].astype(np.int64))
+                      for name in ("input_ids", "token_type_ids", "attention_mask")})
+    np.savez_compressed(FIXTURES / "bert_tiny_pruned_reference.npz",
+                        mlm_logits=out.prediction_logits.numpy(),
+                        nsp_logits=out.seq_relationship_logits.numpy())
+    print("heads reference written; pruned tiny model in", TINY_HF_PRUNED)
+
+
 def google_name(hf_name: str) -> tuple[str, bool]:
     """(google-research/bert's variable name, whether the torch tensor must be transposed).
 
@@ -184,5 +241,7 @@ if __name__ == "__main__":
         make_tiny_reference()
     elif step == "google":
         make_google_checkpoint()
+    elif step == "heads":
+        make_heads_reference()
     else:
         sys.exit(__doc__)
