@@ -1,0 +1,248 @@
+"""Hostile attention pickles are refused without running anything; every pickle export writes
+still loads.
+
+Each hostile payload is checked twice: ``pickle.loads`` runs it (it creates a marker file, so
+the payload is live), and ``load_attention_pickle`` refuses it in one line naming the file and
+what it refused, with no marker left behind.
+"""
+import os
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlp_tutorials import visual
+from nlp_tutorials.errors import UserError
+from nlp_tutorials.safe_pickle import ADMITTED
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTOCOLS = [0, pickle.HIGHEST_PROTOCOL]
+
+
+class SystemCall:
+    """Unpickles as ``os.system("touch marker")``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch '{self.marker}'",)
+
+
+class EvalCall(SystemCall):
+    """Unpickles as ``eval(...)`` of an expression that creates the marker."""
+
+    def __reduce__(self):
+        return eval, (f"open({self.marker!r}, 'w').close()",)
+
+
+class ExecCall(SystemCall):
+    """Unpickles as ``exec(...)`` of a statement that creates the marker."""
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').close()",)
+
+
+class SneakyDict(dict):
+    """A dict subclass whose ``__setstate__``, which unpickling calls, creates the marker."""
+
+    def __init__(self, marker):
+        super().__init__(a=1)
+        self.marker = str(marker)
+
+    def __setstate__(self, state):
+        Path(state["marker"]).touch()
+        self.__dict__.update(state)
+
+
+class Reduces:
+    """Pickles as ``callable(*args)`` followed by a BUILD of ``state``: a hand-made stream."""
+
+    def __init__(self, callable_, args, state=None):
+        self.reduction = (callable_, args) if state is None else (callable_, args, state)
+
+    def __reduce__(self):
+        return self.reduction
+
+
+def bert_pickle(encoder_layers, **extra) -> dict:
+    """An attention pickle's dict, as export writes it, with ``encoder_layers`` as the layers."""
+    return {"model": "bert", "src": [["[CLS]", "a", "[SEP]"]],
+            "attentions": {"encoder": encoder_layers}, **extra}
+
+
+def refusal(path, what_pattern) -> str:
+    """The one-line message for a refused pickle, as a regex."""
+    return (re.escape(f"{path}: refused to load ") + what_pattern
+            + re.escape(f": {ADMITTED}"))
+
+
+def load_error(path) -> str:
+    with pytest.raises(UserError) as info:
+        visual.load_attention_pickle(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{path}: ")
+    return message
+
+
+HOSTILE = {
+    "os.system": (SystemCall, r"'posix\.system'"),
+    "builtins.eval": (EvalCall, r"'(builtins|__builtin__)\.eval'"),
+    "builtins.exec": (ExecCall, r"'(builtins|__builtin__)\.exec'"),
+    "dict subclass": (SneakyDict,
+                      r"'(.*SneakyDict|copy_reg\._reconstructor)'"),
+    "object array": (lambda marker: np.array([SystemCall(marker)], dtype=object),
+                     r"numpy dtype 'O8'"),
+}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_pickle_is_refused_and_never_runs(tmp_path, name, protocol):
+    make, refused = HOSTILE[name]
+    marker = tmp_path / "payload_ran"
+    raw = pickle.dumps(bert_pickle([make(marker)]), protocol=protocol)
+    pickle.loads(raw)  # the payload is live: plain pickle runs it
+    assert marker.exists(), "the test payload should run under pickle.loads"
+    marker.unlink()
+
+    path = tmp_path / "hostile.pkl"
+    path.write_bytes(raw)
+    assert re.fullmatch(refusal(path, refused), load_error(path))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("stream, refused", [
+    # BUILD sent to an admitted global: setattr or a state on our stand-in.
+    (b"cnumpy\ndtype\n}b.", r"a state for 'numpy\.dtype'"),
+    (b"c_codecs\nencode\n(N}tb.", r"a state for '_codecs\.encode'"),
+    # numpy.ndarray is a marker, never called.
+    (b"cnumpy\nndarray\n(I3\ntR.", r"a call of 'numpy\.ndarray'"),
+    # _codecs.encode only makes latin-1 bytes, bytes() only empty bytes.
+    (b"c_codecs\nencode\n(Vx\nVrot13\ntR.", r"_codecs\.encode of 'x' to 'rot13'"),
+    (b"c__builtin__\nbytes\n(I1000000000\ntR.", r"bytes\(1000000000,\)"),
+])
+def test_hand_made_streams_against_the_admitted_globals(tmp_path, stream, refused):
+    path = tmp_path / "crafted.pkl"
+    path.write_bytes(stream)
+    assert re.fullmatch(refusal(path, refused), load_error(path))
+
+
+def _reconstruct():
+    return np.zeros(2).__reduce__()[0]
+
+
+@pytest.mark.parametrize("payload, refused", [
+    # A numeric dtype whose state gives it fields that hold Python objects.
+    (Reduces(np.dtype, ("f4", False, True),
+             (3, "<", None, ("a",), {"a": (np.dtype("f4"), 0)}, 4, 4, 63)),
+     r"numpy dtype 'f4' with state .*"),
+    # The empty array _reconstruct starts from, asked for a terabyte.
+    (Reduces(_reconstruct(), (np.ndarray, (10 ** 12,), b"b")), r"an array started as .*"),
+    (np.zeros(3, "U4"), r"numpy dtype 'U4'"),
+    (np.zeros(3, [("a", "f4")]), r"numpy dtype 'V4'"),
+    (np.zeros(3, "M8[s]"), r"numpy dtype 'M8'"),
+    (np.zeros(2).view(np.recarray), r"'numpy\.rec\.recarray'"),  # an ndarray subclass
+    (np.ma.masked_array([1.0]), r"'numpy\.ma\.core\._mareconstruct'"),
+    ({1, 2}, r"(a set object|'__builtin__\.set')"),
+    (b"raw bytes", r"a bytes object"),
+])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_non_numeric_arrays_and_other_objects_are_refused(tmp_path, payload, refused, protocol):
+    path = tmp_path / "odd.pkl"
+    path.write_bytes(pickle.dumps(bert_pickle([payload]), protocol=protocol))
+    assert re.fullmatch(refusal(path, refused), load_error(path))
+
+
+def test_persistent_ids_are_refused(tmp_path):
+    import io
+
+    class External(pickle.Pickler):
+        def persistent_id(self, obj):
+            return "weights.bin" if obj == "EXTERNAL" else None
+
+    buffer = io.BytesIO()
+    External(buffer, protocol=2).dump(bert_pickle(["EXTERNAL"]))
+    path = tmp_path / "persistent.pkl"
+    path.write_bytes(buffer.getvalue())
+    assert re.fullmatch(refusal(path, r"persistent id 'weights\.bin'"), load_error(path))
+
+
+def legitimate(rng) -> dict:
+    """A pickle as export writes it, with every array layout and number type numpy pickles."""
+    layers = [rng.random((2, 2, 3, 3)).astype(dtype) for dtype in ("f2", "f4", "f8", ">f4")]
+    layers += [np.asfortranarray(rng.random((2, 2, 3, 3))),  # Fortran order
+               rng.random((2, 2, 3, 6))[..., ::2],  # not contiguous
+               rng.integers(0, 2, (2, 2, 3, 3)).astype(bool),
+               rng.integers(0, 9, (2, 2, 3, 3)).astype("u1"),
+               rng.random((2, 2, 3, 3)).tolist(),  # nested lists of floats
+               [[[[np.float32(0.5)] * 3] * 3] * 2] * 2]  # lists of numpy scalars
+    return {"model": "bert", "src": [["[CLS]", "a", "[PAD]"], ["[CLS]", "b", "c"]],
+            "attentions": {"encoder": layers}, "extra": {"kept": (1, 2.5, None, True, "x")}}
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_every_protocol_loads_as_pickle_would(tmp_path, protocol):
+    raw = pickle.dumps(legitimate(np.random.default_rng(protocol)), protocol=protocol)
+    path = tmp_path / "ok.pkl"
+    path.write_bytes(raw)
+    got = visual.load_attention_pickle(path)
+    want = visual._validate(pickle.loads(raw), path)
+    assert got["src"] == want["src"]
+    for ours, theirs in zip(got["attentions"]["encoder"], want["attentions"]["encoder"]):
+        assert type(ours) is np.ndarray and ours.dtype == np.float32
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_numpy_1_module_names_load(tmp_path):
+    """Pickles written under numpy 1 name numpy.core, which numpy 2 renamed numpy._core."""
+    data = legitimate(np.random.default_rng(0))
+    raw = pickle.dumps(data, protocol=0).replace(b"numpy._core.", b"numpy.core.")
+    assert b"numpy.core.multiarray" in raw
+    path = tmp_path / "numpy1.pkl"
+    path.write_bytes(raw)
+    loaded = visual.load_attention_pickle(path)
+    np.testing.assert_allclose(loaded["attentions"]["encoder"][2],
+                               data["attentions"]["encoder"][2].astype(np.float32))
+
+
+def export_bytes(tmp_path) -> bytes:
+    path = visual.save_attention_pickle(
+        tmp_path / "export.pkl", "bert", [["[CLS]", "a"]] * 2,
+        {"encoder": [np.full((2, 1, 2, 2), 0.5, np.float32)]})
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("damage", [
+    lambda raw: raw[: len(raw) // 2],  # truncated
+    lambda raw: raw[:40],
+    lambda raw: b"",
+    lambda raw: bytes(range(256)) * 4,  # garbage
+    lambda raw: b"\x80\x05\x95" + b"\xff" * 8,  # a frame longer than the file
+])
+def test_damaged_files_are_one_line_errors(tmp_path, damage):
+    path = tmp_path / "damaged.pkl"
+    path.write_bytes(damage(export_bytes(tmp_path)))
+    assert "not an attention pickle" in load_error(path)
+
+
+@pytest.mark.slow
+def test_plot_command_refuses_a_hostile_pickle_in_one_line(tmp_path):
+    marker = tmp_path / "payload_ran"
+    path = tmp_path / "hostile.pkl"
+    path.write_bytes(pickle.dumps(bert_pickle([SystemCall(marker)])))
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run(
+        [sys.executable, "-m", "nlp_tutorials.bert", "plot", "--input", str(path),
+         "--output-dir", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"python -m nlp_tutorials.bert plot: error: {path}: refused to load 'posix.system': "
+        f"{ADMITTED}"]
+    assert not marker.exists() and not (tmp_path / "out").exists()
