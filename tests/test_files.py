@@ -53,3 +53,17 @@ def test_save_atomic_keeps_the_old_file_when_the_writer_fails(tmp_path):
     with pytest.raises(RuntimeError):
         save_atomic(path, failing_save)
     assert path.read_text() == "old"
+
+
+def test_a_failed_writer_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "model.keras"
+    path.write_text("old")
+
+    def half_then_fail(tmp):
+        tmp.write_text("ne")
+        raise KeyboardInterrupt  # Ctrl-C in the middle of a save
+
+    with pytest.raises(KeyboardInterrupt):
+        save_atomic(path, half_then_fail)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.keras"]
+    assert path.read_text() == "old"
