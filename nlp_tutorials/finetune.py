@@ -215,11 +215,19 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
-    write_text_atomic(output_dir / RESULTS_FILE, json.dumps(
-        {"config": dataclasses.asdict(config), "runs": runs, "test_mean_std": summary},
-        indent=2) + "\n")
+    save_results(output_dir, config, runs, summary)
     printer(f"fine-tuned model written to {output_dir / MODEL_FILE}")
     return {"runs": runs, "test_mean_std": summary}
+
+
+def save_results(output_dir, config: FinetuneConfig, runs: list, summary: dict) -> Path:
+    """Write ``results.json`` (the config, every seed's scores, the test mean and std)
+    atomically; return its path."""
+    path = Path(output_dir) / RESULTS_FILE
+    write_text_atomic(path, json.dumps(
+        {"config": dataclasses.asdict(config), "runs": runs, "test_mean_std": summary},
+        indent=2) + "\n")
+    return path
 
 
 def save_head(head, output_dir: Path) -> Path:

@@ -1,5 +1,5 @@
 """Hostile attention pickles are refused without running anything; every pickle export writes
-still loads.
+still loads; every file the commands write appears whole or not at all.
 
 Each hostile payload is checked twice: ``pickle.loads`` runs it (it creates a marker file, so
 the payload is live), and ``load_attention_pickle`` refuses it in one line naming the file and
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from interrupt import TEMPORARY, Interrupted, killed_in_child, snapshot, stop_at_write, temporaries
 
 from nlp_tutorials import visual
 from nlp_tutorials.errors import UserError
@@ -246,3 +247,191 @@ def test_plot_command_refuses_a_hostile_pickle_in_one_line(tmp_path):
         f"python -m nlp_tutorials.bert plot: error: {path}: refused to load 'posix.system': "
         f"{ADMITTED}"]
     assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- whole files or none
+#
+# Each writer is stopped once in each file it writes: that file must keep its old bytes, the
+# files written before it hold new ones, the later ones are untouched, and nothing half-written
+# takes a target's name. Writers without TensorFlow are killed (SIGKILL) in a forked child; the
+# others are interrupted in this process (a forked child must not use TensorFlow's threads),
+# and the .keras save is also killed for real in a subprocess (slow).
+
+
+def stopped_write(tmp_path, monkeypatch, write_into, names, nth, kill=True) -> Path:
+    """Run ``write_into(folder)``, which writes ``names`` in that order, over old copies of
+    them; stop it in file ``nth``; check what is left. Returns the folder."""
+    folder = tmp_path / "target"
+    folder.mkdir()
+    for name in names:
+        (folder / name).write_bytes(f"old {name}".encode())
+    old = snapshot(folder)
+    if kill:
+        killed_in_child(lambda: write_into(folder), nth)
+    else:
+        monkeypatch.setattr(os, "fsync", stop_at_write(nth, kill=False))
+        with pytest.raises(Interrupted) as stopped:
+            write_into(folder)
+        monkeypatch.undo()
+        assert TEMPORARY.fullmatch(Path(stopped.value.args[0]).name)
+    after = snapshot(folder)
+    assert sorted(after) == sorted(names)
+    for name in names[:nth - 1]:
+        assert after[name] != old[name] and after[name], f"{name} should have been rewritten"
+    for name in names[nth - 1:]:
+        assert after[name] == old[name], f"{name} should have kept its old bytes"
+    # A kill leaves the one temporary it was writing; an exception leaves none.
+    assert len(temporaries(folder)) == (1 if kill else 0)
+    return folder
+
+
+@pytest.mark.parametrize("write", ["bytes", "text", "save"])
+def test_atomic_writers_killed_half_way_keep_the_old_file(tmp_path, monkeypatch, write):
+    from nlp_tutorials import files
+
+    data = b"new contents " * 1000
+    calls = {"bytes": lambda f: files.write_bytes_atomic(f / "a.bin", data),
+             "text": lambda f: files.write_text_atomic(f / "a.bin", data.decode()),
+             "save": lambda f: files.save_atomic(f / "a.bin", lambda tmp: tmp.write_bytes(data))}
+    folder = stopped_write(tmp_path, monkeypatch, calls[write], ["a.bin"], 1)
+    (leftover,) = temporaries(folder)
+    assert 0 < (folder / leftover).stat().st_size < len(data)  # it really stopped half-way
+
+
+def test_attention_pickle_killed_half_way(tmp_path, monkeypatch):
+    def export(folder):
+        visual.save_attention_pickle(folder / "bert.pkl", "bert", [["[CLS]", "a"]],
+                                     {"encoder": [np.full((1, 1, 2, 2), 0.5)]})
+
+    folder = stopped_write(tmp_path, monkeypatch, export, ["bert.pkl"], 1)
+    export(folder)  # and the next write goes through
+    assert visual.load_attention_pickle(folder / "bert.pkl")["src"] == [["[CLS]", "a"]]
+
+
+def test_png_killed_half_way(tmp_path, monkeypatch):
+    data = visual.load_attention_pickle(visual.save_attention_pickle(
+        tmp_path / "a.pkl", "bert", [["[CLS]", "a"]], {"encoder": [np.full((1, 1, 2, 2), 0.5)]}))
+    stopped_write(tmp_path, monkeypatch, lambda f: visual.plot_lines(data, 0, 0, 0, f, "bert"),
+                  ["bert_encoder_lines_case0_layer0_head0.png"], 1)
+
+
+@pytest.mark.parametrize("writer", ["ModelConfig.save", "BertConfig.to_json_file"])
+def test_model_config_killed_half_way(tmp_path, monkeypatch, writer):
+    from nlp_tutorials.config import BertConfig, ModelConfig
+
+    write = {"ModelConfig.save": lambda f: ModelConfig(hidden_size=64).save(f),
+             "BertConfig.to_json_file":
+                 lambda f: BertConfig(hidden_size=64).to_json_file(f / "config.json")}[writer]
+    stopped_write(tmp_path, monkeypatch, write, ["config.json"], 1)
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_tokenizer_killed_half_way_in_either_file(tmp_path, monkeypatch, nth):
+    from nlp_tutorials.tokenization import WordTokenizer
+
+    tokenizer = WordTokenizer.build(["the cat sat", "a dog ran"])
+    stopped_write(tmp_path, monkeypatch, tokenizer.save,
+                  ["vocab.txt", "tokenizer_config.json"], nth)
+
+
+def test_training_run_files_stopped_in_train_config(tmp_path, monkeypatch):
+    """``train`` writes vocab.txt, tokenizer_config.json, config.json, train_config.json."""
+    from nlp_tutorials.config import TrainConfig
+    from nlp_tutorials.training import prepare_run
+
+    def prepare(folder):
+        prepare_run(TrainConfig(model_dir=str(folder), dim=32, layers=1, heads=2), set(),
+                    resume=False)
+
+    stopped_write(tmp_path, monkeypatch, prepare,
+                  ["vocab.txt", "tokenizer_config.json", "config.json", "train_config.json"],
+                  4, kill=False)
+
+
+def test_finetune_results_killed_half_way(tmp_path, monkeypatch):
+    from nlp_tutorials.config import FinetuneConfig
+    from nlp_tutorials.finetune import save_results
+
+    runs = [{"seed": 1, "dev": None, "test": {"accuracy": 0.7, "f1": 0.8}}]
+    stopped_write(tmp_path, monkeypatch,
+                  lambda f: save_results(f, FinetuneConfig(), runs, {"accuracy": (0.7, 0.0)}),
+                  ["results.json"], 1, kill=False)
+
+
+def tiny_bert():
+    import keras
+
+    from nlp_tutorials.bert import BERT
+    from nlp_tutorials.config import ModelConfig
+
+    keras.utils.set_random_seed(0)
+    return BERT(ModelConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                            num_attention_heads=2, intermediate_size=32,
+                            max_position_embeddings=16))
+
+
+def test_keras_head_stopped_half_way(tmp_path, monkeypatch):
+    from nlp_tutorials.finetune import load_finetuned, save_head
+    from nlp_tutorials.heads import SequenceClassifier
+    from nlp_tutorials.tokenization import WordTokenizer
+
+    head = SequenceClassifier(tiny_bert())
+    stopped_write(tmp_path, monkeypatch, lambda f: save_head(head, f), ["model.keras"], 1,
+                  kill=False)
+    folder = tmp_path / "target"
+    save_head(head, folder)  # the next save goes through and loads
+    WordTokenizer.build(["a b"]).save(folder)
+    assert type(load_finetuned(folder)[0]) is SequenceClassifier
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_save_pretrained_stopped_in_either_file(tmp_path, monkeypatch, nth):
+    bert = tiny_bert()
+    stopped_write(tmp_path, monkeypatch, bert.save_pretrained,
+                  ["model.safetensors", "config.json"], nth, kill=False)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_date_transformer_files_stopped_in_each_file(tmp_path, monkeypatch, nth):
+    from nlp_tutorials import seq2seq
+    from nlp_tutorials.config import DateTrainConfig
+    from nlp_tutorials.transformer import Transformer
+
+    def save_all(folder):
+        config = DateTrainConfig(model_dir=str(folder), dim=16, layers=1, heads=2)
+        seq2seq.save(Transformer(config.model_config()), config)
+        seq2seq.save_run(config, 0.5, 1.0)
+
+    stopped_write(tmp_path, monkeypatch, save_all,
+                  ["config.json", "model.weights.h5", "train_config.json"], nth, kill=False)
+
+
+KILLED_KERAS_SAVE = """
+import hashlib, os, sys
+sys.path.insert(0, sys.argv[2])
+from interrupt import stop_at_write
+from test_safe_files import tiny_bert
+from nlp_tutorials.finetune import save_head
+from nlp_tutorials.heads import SequenceClassifier
+
+head = SequenceClassifier(tiny_bert())
+path = save_head(head, sys.argv[1])
+print(hashlib.sha256(path.read_bytes()).hexdigest(), flush=True)
+os.fsync = stop_at_write(1, kill=True)
+save_head(head, sys.argv[1])
+"""
+
+
+@pytest.mark.slow
+def test_keras_save_killed_for_real_keeps_the_previous_model(tmp_path):
+    import hashlib
+
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED_KERAS_SAVE, str(tmp_path), str(ROOT / "tests")],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == -9, result.stderr[-2000:]
+    first_save = result.stdout.split()[-1]
+    assert hashlib.sha256((tmp_path / "model.keras").read_bytes()).hexdigest() == first_save
+    assert len(temporaries(tmp_path)) == 1
