@@ -67,11 +67,16 @@ def _sync(path: Path) -> None:
 
 
 def read_json_object(path) -> dict:
-    """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one."""
+    """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one.
+
+    JSON is parsed as data only. A ValueError also covers integers too long to convert and bad
+    UTF-8; a RecursionError, arrays nested thousands deep: one line each, like any bad file.
+    """
     try:
         values = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a readable JSON file ({err})") from None
+    except (OSError, ValueError, RecursionError) as err:
+        reason = str(err)[:200] or type(err).__name__
+        raise UserError(f"{path}: not a readable JSON file ({reason})") from None
     if not isinstance(values, dict):
         raise UserError(f"{path}: expected a JSON object")
     return values

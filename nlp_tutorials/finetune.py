@@ -236,14 +236,31 @@ def save_head(head, output_dir: Path) -> Path:
 
 
 def load_finetuned(output_dir):
-    """(head, tokenizer) written by :func:`finetune`."""
+    """(head, tokenizer) written by :func:`finetune`.
+
+    ``model.keras`` is loaded with Keras' ``safe_mode`` on, always: a ``.keras`` file is a
+    zip of a JSON config and HDF5 weights, and safe mode refuses the one part that would be
+    code (a ``Lambda`` layer's Python bytecode) and lookup tables read from other files.
+    Whatever Keras refuses or cannot read, or a model other than a
+    :class:`SequenceClassifier`, is one line.
+    """
     path = Path(output_dir) / MODEL_FILE
     if not path.is_file():
         raise UserError(f"{path}: no fine-tuned model; run `python -m nlp_tutorials.bert "
                         f"finetune` first")
     import nlp_tutorials.bert  # noqa: F401  (registers BERT and GPT with Keras for loading)
 
-    return keras.models.load_model(path, compile=False), load_tokenizer(output_dir)
+    try:
+        head = keras.models.load_model(path, compile=False, safe_mode=True)
+    except Exception as err:  # Keras reports a foreign or damaged file in many exception types
+        # The first sentence says what; the rest is Keras' advice, safe_mode=False among it.
+        reason = " ".join(str(err).split()).split(". ")[0][:200]
+        raise UserError(f"{path}: not a model `finetune` wrote ({type(err).__name__}: "
+                        f"{reason})") from None
+    if not isinstance(head, SequenceClassifier):
+        raise UserError(f"{path}: holds a {type(head).__name__}; expected the "
+                        f"SequenceClassifier `python -m nlp_tutorials.bert finetune` writes")
+    return head, load_tokenizer(output_dir)
 
 
 def parse_pair_lines(lines, source: str):

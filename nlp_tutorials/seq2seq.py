@@ -86,7 +86,12 @@ def load(model_dir) -> Transformer:
         raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials."
                         f"transformer train --model-dir {model_dir}` first")
     model = Transformer(ModelConfig.load(model_dir))
-    model.load_weights(model_dir / WEIGHTS_NAME)
+    try:  # an HDF5 file of arrays: h5py parses it, no Python code in it runs
+        model.load_weights(model_dir / WEIGHTS_NAME)
+    except Exception as err:  # h5py and Keras report a damaged or foreign file in many types
+        reason = " ".join(str(err).split()).split(". ")[0][:200]
+        raise UserError(f"{model_dir / WEIGHTS_NAME}: not the weights `train` wrote for "
+                        f"{model_dir / 'config.json'} ({type(err).__name__}: {reason})") from None
     return model
 
 

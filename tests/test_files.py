@@ -17,6 +17,8 @@ def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
     ('{"x": ', "not a readable JSON file"),
     ("[1, 2]", "expected a JSON object"),
     (b"\xff\xfe{}", "not a readable JSON file"),
+    ('{"vocab_size": ' + "9" * 5000 + "}", "not a readable JSON file"),  # int too long to convert
+    ('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a readable JSON file"),  # too deep
 ])
 def test_bad_json_names_the_file_in_one_line(tmp_path, text, expected):
     path = tmp_path / "train_config.json"

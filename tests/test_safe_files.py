@@ -435,3 +435,94 @@ def test_keras_save_killed_for_real_keeps_the_previous_model(tmp_path):
     first_save = result.stdout.split()[-1]
     assert hashlib.sha256((tmp_path / "model.keras").read_bytes()).hexdigest() == first_save
     assert len(temporaries(tmp_path)) == 1
+
+
+# ----------------------------------------------------------------------------- other readers
+
+
+@pytest.mark.parametrize("text", ['{"cluster": ' + "9" * 5000 + "}", "[" * 100_000])
+def test_tf_config_too_long_or_too_deep_is_one_line(text):
+    from nlp_tutorials.distribute import parse_tf_config
+
+    with pytest.raises(UserError, match="TF_CONFIG is not usable JSON") as info:
+        parse_tf_config(text)
+    assert "\n" not in str(info.value)
+
+
+def lambda_model(marker):
+    """A Keras model whose Lambda layer creates ``marker`` whenever it is called."""
+    import keras
+
+    # A lambda (not a def): Keras stores a lambda's bytecode, a named function by name only.
+    # The path is a constant in the bytecode (Keras 3.15 cannot reload a lambda's defaults).
+    payload = eval(f"lambda x: (open({str(marker)!r}, 'w').close(), x)[1]")
+    inputs = keras.Input((2,))
+    return keras.Model(inputs, keras.layers.Lambda(payload)(inputs))
+
+
+def test_keras_lambda_layer_is_refused_by_safe_mode(tmp_path):
+    import keras
+
+    from nlp_tutorials.finetune import load_finetuned
+
+    marker = tmp_path / "payload_ran"
+    lambda_model(marker).save(tmp_path / "model.keras")
+    marker.unlink()
+    keras.models.load_model(tmp_path / "model.keras", safe_mode=False)  # the payload is live
+    assert marker.exists()
+    marker.unlink()
+
+    with pytest.raises(UserError) as info:
+        load_finetuned(tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'model.keras'}: not a model `finetune` wrote "
+                              "(ValueError: ")
+    assert "Lambda" in message and "\n" not in message
+    assert not marker.exists()
+
+
+def test_keras_file_of_another_model_or_of_garbage_is_one_line(tmp_path):
+    import keras
+
+    from nlp_tutorials.finetune import load_finetuned
+
+    inputs = keras.Input((2,))
+    keras.Model(inputs, keras.layers.Dense(1)(inputs)).save(tmp_path / "model.keras")
+    with pytest.raises(UserError, match=r"model\.keras: holds a Functional; expected the "
+                                        r"SequenceClassifier"):
+        load_finetuned(tmp_path)
+    (tmp_path / "model.keras").write_bytes(b"PK\x03\x04" + bytes(100))
+    with pytest.raises(UserError, match=r"model\.keras: not a model `finetune` wrote") as info:
+        load_finetuned(tmp_path)
+    assert "\n" not in str(info.value)
+
+
+def test_damaged_date_transformer_weights_are_one_line(tmp_path):
+    from nlp_tutorials import seq2seq
+    from nlp_tutorials.config import DateTrainConfig
+    from nlp_tutorials.transformer import Transformer
+
+    config = DateTrainConfig(model_dir=str(tmp_path), dim=16, layers=1, heads=2)
+    seq2seq.save(Transformer(config.model_config()), config)
+    weights = tmp_path / seq2seq.WEIGHTS_NAME
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(UserError, match=r"model\.weights\.h5: not the weights `train` wrote"):
+        seq2seq.load(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["truncated data", "zeroed data", "garbage index"])
+def test_damaged_google_checkpoint_is_one_line(tmp_path, damage):
+    import shutil
+
+    from nlp_tutorials.pretrained import read_checkpoint
+
+    folder = tmp_path / "google"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "bert_tiny_google", folder)
+    data = folder / "bert_model.ckpt.data-00000-of-00001"
+    size = data.stat().st_size
+    {"truncated data": lambda: data.write_bytes(data.read_bytes()[: size // 2]),
+     "zeroed data": lambda: data.write_bytes(bytes(size)),
+     "garbage index": lambda: (folder / "bert_model.ckpt.index").write_bytes(b"x" * 64)}[damage]()
+    with pytest.raises(UserError, match="bert_model.ckpt: not a readable TF checkpoint") as info:
+        read_checkpoint(folder)
+    assert "\n" not in str(info.value)
