@@ -58,6 +58,9 @@ def parse_tf_config(text: str | None = None) -> dict:
     except json.JSONDecodeError as err:
         raise UserError(f"TF_CONFIG is not valid JSON ({err.msg} at character {err.pos}); "
                         f"expected e.g. {TF_CONFIG_EXAMPLE}") from None
+    except (ValueError, RecursionError) as err:  # a number too long, nesting too deep
+        raise UserError(f"TF_CONFIG is not usable JSON ({str(err)[:100]}); "
+                        f"expected e.g. {TF_CONFIG_EXAMPLE}") from None
     cluster = config.get("cluster") if isinstance(config, dict) else None
     task = config.get("task") if isinstance(config, dict) else None
     if not isinstance(cluster, dict) or not isinstance(task, dict):

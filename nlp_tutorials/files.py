@@ -1,6 +1,10 @@
 """Files the project writes and reads back.
 
-Writes are atomic: a crash or kill leaves either the old file or the new one, never half.
+Writes are atomic: a crash or kill leaves either the old file or the new one, never half. Every
+writer puts its bytes in a temporary file beside the target (``.<name>.tmp<pid><suffixes>``),
+syncs it to disk, renames it over the target (``os.replace``, atomic within one file system)
+and syncs the folder so the rename itself survives a power cut. A writer that fails removes its
+temporary file; one killed outright can leave it behind, named as above and safe to delete.
 """
 import json
 import os
@@ -10,42 +14,69 @@ from nlp_tutorials.errors import UserError
 
 
 def write_text_atomic(path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` (UTF-8) to ``path`` so a crash leaves either the old file or the new one."""
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_bytes_atomic(path, data: bytes) -> None:
     """Write ``data`` to ``path`` so a crash leaves either the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+
+    def write(tmp):
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+
+    save_atomic(path, write)
+
+
+def temporary_path(path: Path) -> Path:
+    """Where a write of ``path`` goes first: beside it, hidden, ending with the same suffixes
+    (Keras checks ``.keras`` and ``.weights.h5``)."""
+    return path.with_name(f".{path.name}.tmp{os.getpid()}{''.join(path.suffixes)}")
 
 
 def save_atomic(path, save) -> Path:
-    """Let ``save(tmp)`` write a file (e.g. ``model.save``), then rename ``tmp`` to ``path``.
+    """Let ``save(tmp)`` write a file (e.g. ``model.save``), then make it ``path`` atomically.
 
-    ``tmp`` sits beside ``path`` and ends with the same suffixes, which Keras checks
-    (``.keras``, ``.weights.h5``). Returns ``path``.
+    ``tmp`` is :func:`temporary_path`; it is synced to disk before the rename, and removed if
+    ``save`` (or anything before the rename) fails. Returns ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}{''.join(path.suffixes)}")
-    save(tmp)
-    os.replace(tmp, path)
+    tmp = temporary_path(path)
+    try:
+        save(tmp)
+        _sync(tmp)
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C included: no temporary file is left to pile up
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        _sync(path.parent)
+    except OSError:  # some file systems cannot sync a folder; the file itself is complete
+        pass
     return path
 
 
+def _sync(path: Path) -> None:
+    """``fsync`` a file (its data reach the disk) or a folder (its renames do)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def read_json_object(path) -> dict:
-    """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one."""
+    """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one.
+
+    JSON is parsed as data only. A ValueError also covers integers too long to convert and bad
+    UTF-8; a RecursionError, arrays nested thousands deep: one line each, like any bad file.
+    """
     try:
         values = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a readable JSON file ({err})") from None
+    except (OSError, ValueError, RecursionError) as err:
+        reason = str(err)[:200] or type(err).__name__
+        raise UserError(f"{path}: not a readable JSON file ({reason})") from None
     if not isinstance(values, dict):
         raise UserError(f"{path}: expected a JSON object")
     return values

@@ -215,11 +215,19 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
-    write_text_atomic(output_dir / RESULTS_FILE, json.dumps(
-        {"config": dataclasses.asdict(config), "runs": runs, "test_mean_std": summary},
-        indent=2) + "\n")
+    save_results(output_dir, config, runs, summary)
     printer(f"fine-tuned model written to {output_dir / MODEL_FILE}")
     return {"runs": runs, "test_mean_std": summary}
+
+
+def save_results(output_dir, config: FinetuneConfig, runs: list, summary: dict) -> Path:
+    """Write ``results.json`` (the config, every seed's scores, the test mean and std)
+    atomically; return its path."""
+    path = Path(output_dir) / RESULTS_FILE
+    write_text_atomic(path, json.dumps(
+        {"config": dataclasses.asdict(config), "runs": runs, "test_mean_std": summary},
+        indent=2) + "\n")
+    return path
 
 
 def save_head(head, output_dir: Path) -> Path:
@@ -228,14 +236,31 @@ def save_head(head, output_dir: Path) -> Path:
 
 
 def load_finetuned(output_dir):
-    """(head, tokenizer) written by :func:`finetune`."""
+    """(head, tokenizer) written by :func:`finetune`.
+
+    ``model.keras`` is loaded with Keras' ``safe_mode`` on, always: a ``.keras`` file is a
+    zip of a JSON config and HDF5 weights, and safe mode refuses the one part that would be
+    code (a ``Lambda`` layer's Python bytecode) and lookup tables read from other files.
+    Whatever Keras refuses or cannot read, or a model other than a
+    :class:`SequenceClassifier`, is one line.
+    """
     path = Path(output_dir) / MODEL_FILE
     if not path.is_file():
         raise UserError(f"{path}: no fine-tuned model; run `python -m nlp_tutorials.bert "
                         f"finetune` first")
     import nlp_tutorials.bert  # noqa: F401  (registers BERT and GPT with Keras for loading)
 
-    return keras.models.load_model(path, compile=False), load_tokenizer(output_dir)
+    try:
+        head = keras.models.load_model(path, compile=False, safe_mode=True)
+    except Exception as err:  # Keras reports a foreign or damaged file in many exception types
+        # The first sentence says what; the rest is Keras' advice, safe_mode=False among it.
+        reason = " ".join(str(err).split()).split(". ")[0][:200]
+        raise UserError(f"{path}: not a model `finetune` wrote ({type(err).__name__}: "
+                        f"{reason})") from None
+    if not isinstance(head, SequenceClassifier):
+        raise UserError(f"{path}: holds a {type(head).__name__}; expected the "
+                        f"SequenceClassifier `python -m nlp_tutorials.bert finetune` writes")
+    return head, load_tokenizer(output_dir)
 
 
 def parse_pair_lines(lines, source: str):

@@ -174,12 +174,13 @@ def read_google_checkpoint(prefix: Path) -> dict:
 
     try:
         reader = tf.train.load_checkpoint(str(prefix))
-    except (tf.errors.OpError, ValueError) as err:
+        names = [name for name in reader.get_variable_to_shape_map()
+                 if not name.endswith(GOOGLE_SKIPPED_SUFFIXES)]
+        # A damaged data file shows only when a tensor is read.
+        return {name: reader.get_tensor(name) for name in names}
+    except Exception as err:  # TF maps its C++ reader's errors to OpError, IndexError, ...
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UserError(f"{prefix}: not a readable TF checkpoint ({message})") from None
-    names = [name for name in reader.get_variable_to_shape_map()
-             if not name.endswith(GOOGLE_SKIPPED_SUFFIXES)]
-    return {name: reader.get_tensor(name) for name in names}
 
 
 # ----------------------------------------------------------------------------- loading

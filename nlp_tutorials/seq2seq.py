@@ -58,10 +58,18 @@ def train(config: DateTrainConfig, printer=print) -> dict:
             f"{len(held_out)} dates never seen in training), {seconds:.0f} s in all")
     for source, prediction in wrong[:5]:
         printer(f"  wrong: {source} -> {prediction}")
-    write_text_atomic(Path(config.model_dir) / TRAIN_CONFIG_NAME, json.dumps(
+    save_run(config, score, seconds)
+    return {"exact_match": score, "seconds": seconds}
+
+
+def save_run(config: DateTrainConfig, score: float, seconds: float) -> Path:
+    """Write ``train_config.json`` (the config, the held-out exact match, the time taken)
+    atomically; return its path."""
+    path = Path(config.model_dir) / TRAIN_CONFIG_NAME
+    write_text_atomic(path, json.dumps(
         {**dataclasses.asdict(config), "held_out_exact_match": score, "seconds": seconds},
         indent=2) + "\n")
-    return {"exact_match": score, "seconds": seconds}
+    return path
 
 
 def save(model, config: DateTrainConfig) -> None:
@@ -78,7 +86,12 @@ def load(model_dir) -> Transformer:
         raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials."
                         f"transformer train --model-dir {model_dir}` first")
     model = Transformer(ModelConfig.load(model_dir))
-    model.load_weights(model_dir / WEIGHTS_NAME)
+    try:  # an HDF5 file of arrays: h5py parses it, no Python code in it runs
+        model.load_weights(model_dir / WEIGHTS_NAME)
+    except Exception as err:  # h5py and Keras report a damaged or foreign file in many types
+        reason = " ".join(str(err).split()).split(". ")[0][:200]
+        raise UserError(f"{model_dir / WEIGHTS_NAME}: not the weights `train` wrote for "
+                        f"{model_dir / 'config.json'} ({type(err).__name__}: {reason})") from None
     return model
 
 

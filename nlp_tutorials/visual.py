@@ -13,7 +13,11 @@ positions, keys are source positions). For GPT, ``"encoder"`` is the causal self
 so its upper triangle is zero. In every array, ``[example, head, i, j]`` is how much query position
 ``i`` attends to key position ``j``.
 
-Pickles run code when loaded, so only load pickles you wrote yourself.
+``plot`` reads a pickle with :mod:`nlp_tutorials.safe_pickle`, which builds only dicts, lists,
+tuples, strings, numbers and numeric numpy arrays and refuses everything else (``os.system``,
+``eval``, classes, object arrays) before it runs, so an attention pickle from someone else cannot
+run code here. ``pickle.load`` on the same file would run whatever it names: read shared pickles
+with this module (or :mod:`nlp_tutorials.safe_pickle`), never with ``pickle.load``.
 
 This module never imports TensorFlow, and imports matplotlib only inside the plotting functions,
 so the command line stays fast and works without a display.
@@ -26,6 +30,7 @@ import numpy as np
 
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import write_bytes_atomic
+from nlp_tutorials.safe_pickle import ADMITTED, Refused, load_data
 
 PAD = "[PAD]"
 # Attention entries each model has, and which token lists label their (query, key) axes.
@@ -74,22 +79,26 @@ def export_attention(model, tokenizer, n, path, split="test") -> Path:
 def load_attention_pickle(path, model_name="bert") -> dict:
     """Load and check an attention pickle; arrays come back as float32 [n, heads, q_step, k_step].
 
-    ``model_name`` only names the export command to suggest when the file is missing.
+    The file is read with :func:`nlp_tutorials.safe_pickle.load_data`: a pickle naming anything
+    but data (a function, a class, an object array) is refused in one line naming it, and
+    nothing it names is run. ``model_name`` only names the export command to suggest when the
+    file is missing.
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            data = load_data(handle)
     except FileNotFoundError:
         raise UserError(
             f"{path}: no attention pickle; run `python -m nlp_tutorials.{model_name} export` first"
         ) from None
+    except Refused as refused:
+        raise UserError(f"{path}: refused to load {refused.what}: {ADMITTED}") from None
     except OSError as err:
         raise UserError(f"{path}: cannot read the attention pickle ({err.strerror})") from None
-    try:
-        data = pickle.loads(raw)
     except Exception as err:  # a damaged or foreign file can fail in any of pickle's many ways
         raise UserError(
-            f"{path}: not an attention pickle ({type(err).__name__}: {err}); "
+            f"{path}: not an attention pickle ({type(err).__name__}: {str(err)[:200]}); "
             f"expected one written by `python -m nlp_tutorials.{model_name} export`"
         ) from None
     return _validate(data, path)
@@ -247,7 +256,7 @@ def _check_layers(layers, entry, expected, path) -> list:
         where = f"{path}: attentions[{entry!r}] layer {index}"
         try:
             array = np.asarray(layer, dtype=np.float32)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, MemoryError, RecursionError):
             raise UserError(f"{where} is not a numeric array") from None
         if array.ndim != 4:
             raise UserError(f"{where} has shape {array.shape}; expected 4-D "

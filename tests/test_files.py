@@ -17,6 +17,8 @@ def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
     ('{"x": ', "not a readable JSON file"),
     ("[1, 2]", "expected a JSON object"),
     (b"\xff\xfe{}", "not a readable JSON file"),
+    ('{"vocab_size": ' + "9" * 5000 + "}", "not a readable JSON file"),  # int too long to convert
+    ('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a readable JSON file"),  # too deep
 ])
 def test_bad_json_names_the_file_in_one_line(tmp_path, text, expected):
     path = tmp_path / "train_config.json"
@@ -52,4 +54,18 @@ def test_save_atomic_keeps_the_old_file_when_the_writer_fails(tmp_path):
 
     with pytest.raises(RuntimeError):
         save_atomic(path, failing_save)
+    assert path.read_text() == "old"
+
+
+def test_a_failed_writer_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "model.keras"
+    path.write_text("old")
+
+    def half_then_fail(tmp):
+        tmp.write_text("ne")
+        raise KeyboardInterrupt  # Ctrl-C in the middle of a save
+
+    with pytest.raises(KeyboardInterrupt):
+        save_atomic(path, half_then_fail)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.keras"]
     assert path.read_text() == "old"

@@ -1,0 +1,84 @@
+"""Stop a file writer half-way through a file, as a kill would, for the whole-or-none tests.
+
+Every writer syncs its finished bytes (``os.fsync``) before making them the target file.
+:func:`stop_at_write` replaces ``os.fsync`` so that the n-th regular file synced is cut to half
+its size and then the process is killed with SIGKILL (``kill=True``) or :class:`Interrupted` is
+raised. A writer that wrote in place would lose half the target; one that never syncs is never
+stopped, and :func:`killed_in_child` says so.
+
+Kept apart from the tests so a subprocess can import it too.
+"""
+import os
+import re
+import signal
+import stat
+import time
+
+# The temporary files nlp_tutorials.files writes first: ".<name>.tmp<pid><suffixes>".
+TEMPORARY = re.compile(r"\..+\.tmp[0-9]+.*")
+
+
+class Interrupted(BaseException):
+    """Raised where the writer was stopped; ``args[0]`` is the file it was writing."""
+
+
+def stop_at_write(nth: int, kill: bool):
+    """An ``os.fsync`` that stops the ``nth`` regular file synced, half of it written."""
+    real_fsync = os.fsync
+    count = 0
+
+    def fsync(fd):
+        nonlocal count
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            count += 1
+            if count == nth:
+                path = os.readlink(f"/proc/self/fd/{fd}")
+                os.truncate(path, os.fstat(fd).st_size // 2)
+                if kill:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise Interrupted(path)
+        real_fsync(fd)
+
+    return fsync
+
+
+def killed_in_child(write, nth: int = 1, timeout: float = 60) -> None:
+    """Run ``write()`` in a forked child killed (SIGKILL) in its ``nth`` file write.
+
+    Fails if the child finished, failed otherwise, or hung. Only for writers that need no
+    TensorFlow: a forked child must not use the parent's TensorFlow threads.
+    """
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        code = 0
+        try:
+            os.fsync = stop_at_write(nth, kill=True)
+            write()
+        except BaseException:  # noqa: B036 (any exit but the kill is a failure)
+            code = 3
+        os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the writer did not reach write {nth} in {timeout} s")
+        time.sleep(0.01)
+    code = os.waitstatus_to_exitcode(status)
+    assert code == -signal.SIGKILL, (
+        "the writer finished without syncing a file" if code == 0 else
+        f"the writer failed before its write {nth} (exit status {code})")
+
+
+def snapshot(folder) -> dict:
+    """{name: bytes} of the files in ``folder``, temporary files left out."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())
+            if p.is_file() and not TEMPORARY.fullmatch(p.name)}
+
+
+def temporaries(folder) -> list:
+    """Names of the temporary files a killed writer left in ``folder``."""
+    return [p.name for p in folder.iterdir() if TEMPORARY.fullmatch(p.name)]
