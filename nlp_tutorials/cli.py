@@ -80,6 +80,7 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     add_plot_command(commands, model_name)
     if model_name == "bert":
         add_finetune_commands(commands)
+        add_heads_command(commands)
     if model_name == "gpt":
         add_generate_command(commands, defaults.model_dir)
     return parser
@@ -210,6 +211,37 @@ def add_finetune_commands(commands):
                          help=f"fine-tuned model (default {defaults.output_dir})")
 
 
+def share(text: str) -> float:
+    value = _number(text, float, "a share of the heads in [0, 1)")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share of the heads in [0, 1), got {text}")
+    return value
+
+
+def add_heads_command(commands):
+    """``heads``: which attention heads a fine-tuned BERT needs (nlp_tutorials.bertology)."""
+    default_dir = FinetuneConfig().output_dir
+    heads = commands.add_parser("heads", help="score each attention head of a fine-tuned model "
+                                              "(importance, entropy); mask or prune the least "
+                                              "important")
+    add = heads.add_argument
+    add("--model-dir", default=default_dir,
+        help=f"fine-tuned model from `finetune` (default {default_dir}); head_importance.json "
+             f"is written beside it")
+    add("--output-dir", default="visual/results", help="pictures (default visual/results)")
+    add("--dev-size", type=positive_int, default=408,
+        help="last MRPC train pairs the importance is measured on (default 408, finetune's dev)")
+    add("--study", action="store_true",
+        help="also mask 0%%, 10%%, ..., 90%% of the heads, least important first and in random "
+             "orders, scoring the MRPC test split each time")
+    add("--random-orders", type=positive_int, default=3,
+        help="random orders the study averages as its control (default 3)")
+    add("--prune", type=share, metavar="SHARE",
+        help="write a copy without this share of the heads, least important first, each layer "
+             "keeping one (e.g. 0.4)")
+    add("--pruned-dir", help="where the pruned model goes (default <model-dir>_pruned<percent>)")
+
+
 def add_generate_command(commands, model_dir: str):
     """``gpt generate``: continue a prompt with the pre-trained GPT."""
     generate = commands.add_parser("generate", help="continue a prompt with the trained GPT")
@@ -271,6 +303,12 @@ def run_command(model_name: str, args) -> int:
         return predict(args)
     elif args.command == "generate":
         generate(args)
+    elif args.command == "heads":
+        start_tensorflow()
+        from nlp_tutorials.bertology import heads_command
+
+        heads_command(args.model_dir, args.output_dir, args.dev_size, args.study, args.prune,
+                      args.pruned_dir, args.random_orders)
     elif args.command == "plot":
         plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
     return 0

@@ -15,8 +15,9 @@ the whole backbone together.
 A head is used like the backbone: ``head(inputs)`` gives logits, ``head.loss_and_metrics(batch,
 training)`` gives the loss and scalar metrics, ``head.step(batch)`` is one optimisation step
 (after ``head.compile(optimizer=...)``) and ``head.compiled_step(batch)`` traces it once.
-``inputs`` are ``input_ids`` and ``token_type_ids`` (optional: zeros); a ``batch`` adds the
-labels each head documents. Heads save with ``head.save("x.keras")``, backbone included.
+``inputs`` are ``input_ids`` and ``token_type_ids`` (optional: zeros) and, optionally, a
+``head_mask`` for the backbone; a ``batch`` adds the labels each head documents. Heads save
+with ``head.save("x.keras")``, backbone included.
 """
 import keras
 import numpy as np
@@ -62,11 +63,15 @@ class Head(TrainableModel):
         return keras.layers.Dense(units, kernel_initializer=truncated_normal(self.backbone.config),
                                   name=name)
 
-    def encode(self, ids, segments, training):
-        """The backbone's outputs for ids and segments [batch, step] (segments None: zeros)."""
+    def encode(self, ids, segments, training, head_mask=None):
+        """The backbone's outputs for ids and segments [batch, step] (segments None: zeros);
+        ``head_mask`` ([heads] or [layers, heads], or None) as the backbone takes it."""
         if segments is None:
             segments = tf.zeros_like(ids)
-        return self.backbone({"input_ids": ids, "token_type_ids": segments}, training=training)
+        inputs = {"input_ids": ids, "token_type_ids": segments}
+        if head_mask is not None:
+            inputs["head_mask"] = head_mask
+        return self.backbone(inputs, training=training)
 
     def is_real(self, ids):
         """Bool, True where ``ids`` is not padding."""
@@ -126,7 +131,7 @@ class SequenceClassifier(Head):
 
     def call(self, inputs, training=False):
         ids = inputs["input_ids"]
-        outputs = self.encode(ids, inputs.get("token_type_ids"), training)
+        outputs = self.encode(ids, inputs.get("token_type_ids"), training, inputs.get("head_mask"))
         if self.pooling == "cls":
             summary = outputs["pooled_output"]  # [batch, hidden]
         else:
@@ -174,8 +179,8 @@ class TokenClassifier(Head):
         self.build_weights()
 
     def call(self, inputs, training=False):
-        sequence = self.encode(inputs["input_ids"], inputs.get("token_type_ids"),
-                               training)["sequence_output"]  # [batch, step, hidden]
+        sequence = self.encode(inputs["input_ids"], inputs.get("token_type_ids"), training,
+                               inputs.get("head_mask"))["sequence_output"]  # [batch, step, hidden]
         return self.classifier(self.dropout(sequence, training=training))  # [batch, step, labels]
 
     def loss_and_metrics(self, batch, training=False):
@@ -210,8 +215,8 @@ class SpanExtractor(Head):
 
     def call(self, inputs, training=False):
         ids = inputs["input_ids"]  # [batch, step]
-        sequence = self.encode(ids, inputs.get("token_type_ids"),
-                               training)["sequence_output"]  # [batch, step, hidden]
+        sequence = self.encode(ids, inputs.get("token_type_ids"), training,
+                               inputs.get("head_mask"))["sequence_output"]  # [batch, step, hidden]
         logits = tf.cast(self.span(sequence), tf.float32)  # [batch, step, 2]
         logits = tf.where(self.is_real(ids)[..., tf.newaxis], logits, MASK_VALUE)
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
@@ -256,8 +261,8 @@ class MultipleChoice(Head):
         segments = inputs.get("token_type_ids")
         if segments is not None:
             segments = tf.reshape(segments, [-1, shape[2]])
-        pooled = self.encode(tf.reshape(ids, [-1, shape[2]]), segments,
-                             training)["pooled_output"]  # [batch * choices, hidden]
+        pooled = self.encode(tf.reshape(ids, [-1, shape[2]]), segments, training,
+                             inputs.get("head_mask"))["pooled_output"]  # [batch * choices, hidden]
         scores = self.scorer(self.dropout(pooled, training=training))  # [batch * choices, 1]
         return tf.reshape(scores, shape[:2])  # [batch, choices]
 

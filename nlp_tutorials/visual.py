@@ -111,7 +111,7 @@ def plot_heatmaps(data, case, output_dir, prefix) -> list[Path]:
     Files are ``{output_dir}/{prefix}_{entry}_case{case}.png``; padding positions are left out.
     """
     _check_index("--case", case, len(data["src"]), f"the pickle holds {len(data['src'])} examples")
-    plt = _pyplot()
+    plt = pyplot()
     paths = []
     for entry, layers in data["attentions"].items():
         (q_keep, q_tokens), (k_keep, k_tokens) = _unpadded(data, entry, case)
@@ -135,7 +135,7 @@ def plot_heatmaps(data, case, output_dir, prefix) -> list[Path]:
             fig.colorbar(image, ax=axes, shrink=0.5)
             fig.suptitle(f"{prefix} {entry} attention, case {case}\ny: queries, x: keys",
                          fontsize=9)
-            paths.append(_save(fig, Path(output_dir) / f"{prefix}_{entry}_case{case}.png"))
+            paths.append(save_figure(fig, Path(output_dir) / f"{prefix}_{entry}_case{case}.png"))
         finally:
             plt.close(fig)
     return paths
@@ -161,7 +161,7 @@ def plot_lines(data, case, layer, head, output_dir, prefix, entry="encoder") -> 
     # Clip: float32 softmax can exceed 1 by an ulp, and matplotlib rejects alpha > 1.
     weights = np.clip(layers[layer][case, head][np.ix_(q_keep, k_keep)], 0, 1).ravel()
 
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.collections import LineCollection
 
     rows = max(len(q_tokens), len(k_tokens))
@@ -181,7 +181,7 @@ def plot_lines(data, case, layer, head, output_dir, prefix, entry="encoder") -> 
         ax.set_title(f"{prefix} {entry}, case {case}, layer {layer} head {head}\n"
                      "queries (left) attend to keys (right)", fontsize=8)
         name = f"{prefix}_{entry}_lines_case{case}_layer{layer}_head{head}.png"
-        return _save(fig, Path(output_dir) / name)
+        return save_figure(fig, Path(output_dir) / name)
     finally:
         plt.close(fig)
 
@@ -287,7 +287,7 @@ def _check_index(flag, value, count, holds):
         raise UserError(f"{flag} {value} is out of range: {holds} (valid: 0..{count - 1})")
 
 
-def _pyplot():
+def pyplot():
     """Import pyplot on the Agg backend: no display needed, and no cost until something is drawn."""
     import matplotlib
 
@@ -297,7 +297,7 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path) -> Path:
+def save_figure(fig, path) -> Path:
     """Render ``fig`` as PNG at a fixed dpi (so pixels follow figsize) and write it atomically."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)

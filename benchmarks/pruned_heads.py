@@ -1,0 +1,67 @@
+"""MRPC test scores and predict throughput of a fine-tuned model with its heads pruned.
+
+    python -m nlp_tutorials.bert heads --model-dir visual/models/minilm_mrpc   # importance first
+    python benchmarks/pruned_heads.py --model-dir visual/models/minilm_mrpc [--shares 0,0.2,0.4,0.6]
+
+For each share, the least important heads (``head_importance.json`` beside the model, each
+layer keeping one) are pruned (``nlp_tutorials.pruning``), and the pruned model is scored on the
+1,725 MRPC test pairs and timed on them through ``predict``'s path
+(``finetune.paraphrase_probabilities``, batches of 64 pairs trimmed to their longest). The
+models are timed in turn, round after round (median of ``--rounds``), so machine noise hits
+each alike; pairs/s are also given as a ratio to the unpruned model's.
+"""
+import argparse
+import os
+import platform
+import statistics
+import time
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from nlp_tutorials.bertology import heads_to_prune, kept_heads, load_importance  # noqa: E402
+from nlp_tutorials.data import encode_pairs, load_mrpc  # noqa: E402
+from nlp_tutorials.finetune import load_finetuned, paraphrase_probabilities  # noqa: E402
+from nlp_tutorials.metrics import accuracy, f1_score  # noqa: E402
+from nlp_tutorials.pruning import pruned_head_model  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-dir", required=True, help="fine-tuned model folder")
+    parser.add_argument("--shares", default="0,0.2,0.4,0.6", help="shares of heads to prune")
+    parser.add_argument("--rounds", type=int, default=5, help="timed passes per model")
+    args = parser.parse_args(argv)
+    head, tokenizer = load_finetuned(args.model_dir)
+    importance = load_importance(args.model_dir)
+    test = encode_pairs(tokenizer, load_mrpc("test"), head.backbone.config.max_position_embeddings)
+    shares = [float(s) for s in args.shares.split(",")]
+    models = {share: pruned_head_model(head, heads_to_prune(importance, share, kept_heads(head)))
+              for share in shares}
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
+          f"TensorFlow {tf.__version__}; {len(test['labels'])} MRPC test pairs")
+    times = {share: [] for share in shares}
+    scores = {}
+    for share, model in models.items():  # scores, and the first (tracing) pass untimed
+        predictions = (paraphrase_probabilities(model, test) > 0.5).astype(np.int32)
+        scores[share] = (accuracy(test["labels"], predictions), f1_score(test["labels"],
+                                                                         predictions))
+    for _ in range(args.rounds):
+        for share, model in models.items():
+            start = time.perf_counter()
+            paraphrase_probabilities(model, test)
+            times[share].append(time.perf_counter() - start)
+    base = len(test["labels"]) / statistics.median(times[shares[0]])
+    for share in shares:
+        rate = len(test["labels"]) / statistics.median(times[share])
+        heads_left = sum(len(k) for k in kept_heads(models[share]))
+        print(f"pruned {share:4.0%} ({heads_left} heads left): accuracy {100 * scores[share][0]:.1f}%"
+              f", F1 {100 * scores[share][1]:.1f}; {rate:.0f} pairs/s = {rate / base:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""Which attention heads a fine-tuned BERT needs: importance, entropy, masking, pruning.
+
+After Michel et al. (2019, "Are Sixteen Heads Really Better than One?"): give every head a mask
+value xi_h = 1 (``head_mask``, which multiplies the head's attention probabilities); the head's
+importance is how much the loss moves with it,
+
+    I_h = sum over examples x of |dL(x) / d xi_h|,
+
+normalised per layer to unit L2 norm. A head whose importance is small can be masked, or pruned
+for good (:mod:`nlp_tutorials.pruning`), at little cost. The attention entropy of a head (nats,
+averaged over the real query tokens) tells how spread out its attention is.
+
+``python -m nlp_tutorials.bert heads --model-dir <fine-tuned model>`` writes
+``head_importance.json`` beside the model and draws the two maps; ``--study`` masks heads from
+the least important up, 10% of them at a time, against random orders, scoring the MRPC test
+split; ``--prune 0.4`` writes a model without the least important 40% of the heads.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from nlp_tutorials.data import encode_pairs, load_mrpc
+from nlp_tutorials.errors import UserError
+from nlp_tutorials.files import write_text_atomic
+from nlp_tutorials.finetune import batches, load_finetuned, save_head, split_train_dev
+from nlp_tutorials.metrics import accuracy, f1_score
+from nlp_tutorials.pruning import pruned_head_model
+from nlp_tutorials.visual import pyplot, save_figure
+
+IMPORTANCE_FILE = "head_importance.json"
+STUDY_FILE = "head_masking_study.json"
+STUDY_SHARES = [step / 10 for step in range(10)]  # 0%, 10%, ..., 90% of the heads masked
+
+
+def head_shape(head) -> tuple[int, int]:
+    """(layers, heads per layer as unpruned) of a fine-tuning head's backbone."""
+    config = head.backbone.config
+    return config.num_hidden_layers, config.num_attention_heads
+
+
+def kept_heads(head) -> list[list[int]]:
+    """Per layer, the heads the backbone still has (numbered as unpruned)."""
+    return [block.attention.kept_heads for block in head.backbone.encoder.blocks]
+
+
+def importance_and_entropy(head, arrays: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Each head's importance (normalised per layer) and mean attention entropy over ``arrays``.
+
+    ``arrays``: encoded pairs with ``labels`` (as ``data.encode_pairs`` makes them). Examples go
+    one at a time, each trimmed to its own length, so the absolute value is taken per example.
+    Returns two float64 arrays [layers, heads]; a pruned head has importance 0 and entropy NaN.
+    """
+    layers, heads = head_shape(head)
+    signature = {name: tf.TensorSpec([1, None], tf.int32)
+                 for name in ("input_ids", "token_type_ids")}
+    signature["labels"] = tf.TensorSpec([1], tf.int32)
+
+    @tf.function(input_signature=[signature])
+    def gradient_and_entropy(example):
+        head_mask = tf.ones([layers, heads])
+        with tf.GradientTape() as tape:
+            tape.watch(head_mask)
+            loss, _ = head.loss_and_metrics({**example, "head_mask": head_mask})
+        outputs = head.backbone({**example, "head_mask": head_mask})
+        entropies = [tf.reduce_mean(-tf.reduce_sum(p * tf.math.log(p + 1e-12), -1), [0, 2])
+                     for p in outputs["attentions"]["encoder"]]  # layers x [kept heads]
+        return tape.gradient(loss, head_mask), entropies
+
+    importance = np.zeros([layers, heads])
+    entropy = np.zeros([layers, heads])
+    lengths = np.count_nonzero(arrays["input_ids"], axis=1)  # [PAD] is 0
+    for row, length in enumerate(lengths):
+        example = {name: arrays[name][row:row + 1, :length]
+                   for name in ("input_ids", "token_type_ids")}
+        example["labels"] = arrays["labels"][row:row + 1]
+        gradient, entropies = gradient_and_entropy(example)
+        importance += np.abs(gradient.numpy())
+        for layer, (kept, values) in enumerate(zip(kept_heads(head), entropies)):
+            entropy[layer, kept] += values.numpy()
+    norms = np.linalg.norm(importance, axis=1, keepdims=True)
+    entropy /= max(len(lengths), 1)
+    for layer, kept in enumerate(kept_heads(head)):
+        entropy[layer, [h for h in range(heads) if h not in kept]] = np.nan
+    return importance / np.where(norms > 0, norms, 1.0), entropy
+
+
+def masked_scores(head, arrays: dict, head_mask: np.ndarray, batch_size: int = 64) -> dict:
+    """Accuracy and F1 on ``arrays`` with ``head_mask`` [layers, heads] applied."""
+    forward = _masked_forward(head)
+    inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids", "labels")}
+    probabilities = np.concatenate([
+        forward({k: b[k] for k in ("input_ids", "token_type_ids")},
+                tf.constant(head_mask, tf.float32)).numpy()
+        for b in batches(inputs, batch_size)])
+    predictions = (probabilities > 0.5).astype(np.int32)
+    return {"accuracy": accuracy(arrays["labels"], predictions),
+            "f1": f1_score(arrays["labels"], predictions)}
+
+
+def _masked_forward(head):
+    """P(paraphrase) of a batch under a head mask, traced once for every mask and length."""
+    signature = {name: tf.TensorSpec([None, None], tf.int32)
+                 for name in ("input_ids", "token_type_ids")}
+    layers, heads = head_shape(head)
+
+    @tf.function(input_signature=[signature, tf.TensorSpec([layers, heads], tf.float32)])
+    def forward(batch, head_mask):
+        logits = head({**batch, "head_mask": head_mask}, training=False)
+        return tf.nn.softmax(tf.cast(logits, tf.float32))[:, 1]
+
+    return forward
+
+
+def masking_study(head, arrays: dict, importance: np.ndarray, random_orders: int = 3,
+                  seed: int = 0, printer=print) -> dict:
+    """Scores with the least important 0%, 10%, ..., 90% of the heads masked, and the same
+    shares masked in ``random_orders`` random orders (the control; their mean is reported)."""
+    layers, heads = importance.shape
+    orders = {"importance": np.argsort(importance.ravel(), kind="stable")}
+    rng = np.random.default_rng(seed)
+    randoms = [rng.permutation(layers * heads) for _ in range(random_orders)]
+    result = {"shares": STUDY_SHARES, "importance_order": [], "random_order": []}
+    for share in STUDY_SHARES:
+        count = round(share * layers * heads)
+        scores = [masked_scores(head, arrays, mask_of(order[:count], layers, heads))
+                  for order in [orders["importance"]] + randoms]
+        result["importance_order"].append(scores[0])
+        result["random_order"].append(
+            {name: float(np.mean([s[name] for s in scores[1:]])) for name in scores[0]})
+        printer(f"{share:4.0%} of the heads masked: accuracy {scores[0]['accuracy']:.3f} "
+                f"(least important first), {result['random_order'][-1]['accuracy']:.3f} "
+                f"(random order, mean of {random_orders})")
+    return result
+
+
+def mask_of(masked: np.ndarray, layers: int, heads: int) -> np.ndarray:
+    """[layers, heads] of ones with the flat head indices ``masked`` set to 0."""
+    mask = np.ones(layers * heads, np.float32)
+    mask[masked] = 0.0
+    return mask.reshape(layers, heads)
+
+
+def heads_to_prune(importance: np.ndarray, share: float, kept=None) -> dict:
+    """``{layer: [head, ...]}``: the least important ``share`` of all heads, each layer keeping
+    at least one. ``kept``: per layer the heads the model still has (default: all); heads
+    already pruned count towards the share."""
+    layers, heads = importance.shape
+    kept = kept or [list(range(heads))] * layers
+    left = {layer: len(kept[layer]) for layer in range(layers)}
+    wanted = round(share * layers * heads) - (layers * heads - sum(left.values()))
+    chosen = {}
+    for flat in np.argsort(importance.ravel(), kind="stable"):
+        layer, head = divmod(int(flat), heads)
+        if wanted <= 0:
+            break
+        if head in kept[layer] and left[layer] > 1:
+            chosen.setdefault(layer, []).append(head)
+            left[layer] -= 1
+            wanted -= 1
+    return {layer: sorted(chosen_heads) for layer, chosen_heads in sorted(chosen.items())}
+
+
+def plot_importance(importance, entropy, path) -> Path:
+    """Two layers x heads heatmaps side by side: importance and attention entropy."""
+    plt = pyplot()
+    layers, heads = importance.shape
+    fig, axes = plt.subplots(1, 2, figsize=(2 + 0.9 * heads, 1.2 + 0.5 * layers))
+    for axis, values, title in ((axes[0], importance, "importance (normalised per layer)"),
+                                (axes[1], entropy, "attention entropy (nats)")):
+        image = axis.imshow(values, cmap="viridis", aspect="auto")
+        axis.set(title=title, xlabel="head", ylabel="layer", xticks=range(heads),
+                 yticks=range(layers))
+        fig.colorbar(image, ax=axis)
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_study(study: dict, path) -> Path:
+    """Test accuracy against the share of heads masked: importance order and random order."""
+    plt = pyplot()
+    fig, axis = plt.subplots(figsize=(6, 4))
+    shares = [100 * share for share in study["shares"]]
+    for key, label in (("importance_order", "least important first"),
+                       ("random_order", "random order (mean)")):
+        axis.plot(shares, [100 * s["accuracy"] for s in study[key]], marker="o", label=label)
+    axis.set(xlabel="heads masked (%)", ylabel="MRPC test accuracy (%)",
+             title="Masking attention heads")
+    axis.grid(alpha=0.3)
+    axis.legend()
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def load_importance(model_dir) -> np.ndarray:
+    """The importance [layers, heads] that ``heads`` wrote beside a model."""
+    path = Path(model_dir) / IMPORTANCE_FILE
+    try:
+        return np.array(json.loads(path.read_text(encoding="utf-8"))["importance"], np.float64)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{path}: no head importance to read ({error}); run "
+                        f"`python -m nlp_tutorials.bert heads --model-dir {model_dir}`") from None
+
+
+def heads_command(model_dir, output_dir, dev_size: int = 408, study: bool = False,
+                  prune=None, pruned_dir=None, random_orders: int = 3, printer=print) -> dict:
+    """``bert heads``: importance and entropy on the dev pairs, then the study and pruning."""
+    head, tokenizer = load_finetuned(model_dir)
+    max_len = head.backbone.config.max_position_embeddings
+    dev = split_train_dev(load_mrpc("train"), dev_size)[1] if dev_size else []
+    if not dev:
+        raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")
+    importance, entropy = importance_and_entropy(head, encode_pairs(tokenizer, dev, max_len))
+    path = Path(model_dir) / IMPORTANCE_FILE
+    write_text_atomic(path, json.dumps({
+        "importance": importance.tolist(), "entropy": np.where(
+            np.isnan(entropy), None, entropy).tolist(), "dev_pairs": len(dev),
+        "kept_heads": kept_heads(head)}, indent=1) + "\n")
+    picture = plot_importance(importance, entropy, Path(output_dir) / "head_importance.png")
+    printer(f"head importance of {len(dev)} dev pairs written to {path}; picture {picture}")
+    result = {"importance": importance, "entropy": entropy}
+    if study:
+        test = encode_pairs(tokenizer, load_mrpc("test"), max_len)
+        result["study"] = masking_study(head, test, importance, random_orders, printer=printer)
+        write_text_atomic(Path(model_dir) / STUDY_FILE,
+                          json.dumps(result["study"], indent=1) + "\n")
+        picture = plot_study(result["study"], Path(output_dir) / "head_masking_study.png")
+        printer(f"study written to {Path(model_dir) / STUDY_FILE}; picture {picture}")
+    if prune is not None:
+        spec = heads_to_prune(importance, prune, kept_heads(head))
+        pruned = pruned_head_model(head, spec)
+        pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
+        save_head(pruned, pruned_dir)
+        tokenizer.save(pruned_dir)
+        printer(f"pruned {sum(map(len, spec.values()))} heads {spec}: model written to "
+                f"{pruned_dir}")
+        result["pruned"] = spec
+    return result
