@@ -72,13 +72,20 @@ def save(model, config: DateTrainConfig) -> None:
 
 
 def load(model_dir) -> Transformer:
-    """The model :func:`train` saved in ``model_dir``."""
+    """The model :func:`train` saved in ``model_dir``; a damaged weights file is a one-line
+    UserError (it is the only copy: there is no older one to fall back on)."""
     model_dir = Path(model_dir)
     if not (model_dir / WEIGHTS_NAME).is_file():
         raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials."
                         f"transformer train --model-dir {model_dir}` first")
     model = Transformer(ModelConfig.load(model_dir))
-    model.load_weights(model_dir / WEIGHTS_NAME)
+    try:
+        model.load_weights(model_dir / WEIGHTS_NAME)
+    except (OSError, ValueError, KeyError) as error:  # h5py's: cut short, garbled, other shapes
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"{model_dir / WEIGHTS_NAME}: cannot be read whole ({reason}); train "
+                        f"again with `python -m nlp_tutorials.transformer train --model-dir "
+                        f"{model_dir}`") from None
     return model
 
 

@@ -10,7 +10,10 @@ in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpo
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
 ``checkpoints/`` (``tf.train.CheckpointManager``: the newest few, each written before the
-``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard).
+``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard). ``--resume``
+continues from the newest intact checkpoint
+(:func:`~nlp_tutorials.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
+in one line and passed over).
 """
 import contextlib
 import dataclasses
@@ -29,7 +32,8 @@ import tensorflow as tf
 
 from nlp_tutorials import distribute
 from nlp_tutorials.checkpoints import (
-    CHECKPOINT_DIR, build_model, latest_checkpoint, training_checkpoint)
+    CHECKPOINT_DIR, build_model, holds_checkpoint, newest_intact_checkpoint, rewrite_index,
+    restore_checkpoint, training_checkpoint)
 from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError
@@ -57,7 +61,7 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         tokenizer = load_tokenizer(model_dir)
         model_config = ModelConfig.load(model_dir)
     else:
-        if latest_checkpoint(model_dir):
+        if holds_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
         if "vocab_size" in given and config.tokenizer != "wordpiece":
@@ -88,7 +92,7 @@ def build_tokenizer(config: TrainConfig, texts):
 def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainConfig:
     """The saved run's config, with flags the user gave checked against it."""
     path = model_dir / TRAIN_CONFIG_NAME
-    if not latest_checkpoint(model_dir) or not path.is_file():
+    if not holds_checkpoint(model_dir) or not path.is_file():
         raise UserError(f"--resume: no checkpoint in {model_dir}; run train without --resume "
                         f"first")
     saved = read_json_object(path)
@@ -135,8 +139,12 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     distribute.set_precision(config.precision)
     if config.jit:
         check_xla_available()  # before the model is built: a missing XLA fails at once
-    model, manager = build_training_state(config, model_config, strategy, resume)
+    restored = newest_intact_checkpoint(config.model_dir) if resume else None
+    model, manager = build_training_state(config, model_config, strategy,
+                                          restored and restored[0])
     start = int(model.optimizer.iterations.numpy())
+    if restored:
+        printer(f"resuming from checkpoint {Path(restored[0]).name} at step {start}")
     data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
                            nsp_mode=config.nsp_mode, seed=config.seed,
                            whole_word_mask=config.whole_word_mask)
@@ -155,10 +163,12 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     return PretrainedRun(model, tokenizer, config, evaluate(model, tokenizer, config, printer))
 
 
-def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy, resume: bool):
+def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy,
+                         restore_from: str | None = None):
     """(model with its optimizer, checkpoint manager), built under ``strategy``.
 
-    With ``resume`` the newest checkpoint is restored into both, every variable accounted for.
+    Given ``restore_from`` (a checkpoint's path prefix, on ``--resume``), that checkpoint is
+    restored into both, every variable accounted for.
     """
     with strategy.scope():
         model = build_model(model_config, config.seed)
@@ -166,11 +176,13 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
                                               config.warmup_fraction, config.weight_decay))
         model.optimizer.build(model.trainable_variables)
         checkpoint = training_checkpoint(model, model.optimizer)
+        if restore_from:
+            rewrite_index(config.model_dir, restore_from)  # only if missing or garbled
         manager = tf.train.CheckpointManager(
             checkpoint, str(Path(config.model_dir) / CHECKPOINT_DIR),
             max_to_keep=config.keep_checkpoints)
-        if resume:
-            checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+        if restore_from:
+            restore_checkpoint(checkpoint, restore_from)
     return model, manager
 
 

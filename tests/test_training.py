@@ -1,6 +1,7 @@
 """The pre-training loop and the command line: checkpoints, resume, kill -9, progress, flags."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -254,6 +255,29 @@ def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     assert result.returncode == 0, result.stderr
     assert f"steps {killed_at} -> 400" in result.stdout
     assert saved_step(model_dir) == 400
+
+
+@pytest.mark.slow
+def test_resume_passes_over_a_checkpoint_cut_short(trained, tmp_path):
+    """The step-6 checkpoint's data file lost its second half (a full disk, a copy stopped
+    half-way): --resume says so in one line and goes on from step 3, the newest intact one."""
+    from nlp_tutorials.checkpoints import newest_intact_checkpoint
+
+    model_dir = tmp_path / "copy"
+    shutil.copytree(trained[0], model_dir)
+    data = model_dir / "checkpoints" / "ckpt-6.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+    result = run_cli("nlp_tutorials.bert", "train", "--resume", "--model-dir", str(model_dir),
+                     "--no-plots")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"checkpoint {model_dir / 'checkpoints' / 'ckpt-6'} is damaged: ckpt-6.data-00000-of-00001 "
+        f"is cut short (Read less bytes than requested); using ckpt-3 (step 3), the newest "
+        f"intact one, instead"], result.stderr
+    assert "resuming from checkpoint ckpt-3 at step 3" in result.stdout
+    assert "steps 3 -> 6" in result.stdout
+    lines = []
+    assert newest_intact_checkpoint(model_dir, lines.append)[1] == 6 and not lines
 
 
 @pytest.mark.slow
