@@ -123,6 +123,76 @@ def test_resume_checks_flags_against_the_saved_run(trained, tmp_path):
                  printer=lambda *_: None)
     with pytest.raises(UserError, match="no checkpoint in"):
         pretrain(tiny_config(tmp_path), resume=True, printer=lambda *_: None)
+    # More steps extend a run; fewer are refused, and so is any other changed flag.
+    with pytest.raises(UserError, match=r"other settings: --steps 4 \(saved: 6; a resumed run "
+                                        r"may grow longer, not shorter\)$"):
+        pretrain(tiny_config(model_dir, steps=4), given={"steps"}, resume=True,
+                 printer=lambda *_: None)
+    with pytest.raises(UserError, match=r"other settings: --learning-rate 0.1 \(saved: "
+                                        r"0.0005\)$"):
+        pretrain(tiny_config(model_dir, steps=9, learning_rate=0.1),
+                 given={"steps", "learning_rate"}, resume=True, printer=lambda *_: None)
+
+
+@pytest.mark.slow
+def test_resume_with_more_steps_extends_the_run(tmp_path):
+    """20 steps, then --resume --steps 30: a checkpoint at step 30, train_config.json says 30
+    and records the extension, and a later --resume rebuilds the same schedule from it."""
+    import json
+
+    from nlp_tutorials.optimization import WarmupLinearDecay
+    from nlp_tutorials.training import pretrain, resumed_config, run_schedule
+
+    model_dir = tmp_path / "bert"
+    pretrain(tiny_config(model_dir, steps=20, checkpoint_every=10), printer=lambda *_: None)
+    printed = []
+    run = pretrain(tiny_config(model_dir, steps=30, checkpoint_every=10), given={"steps"},
+                   resume=True, printer=printed.append)
+    assert saved_step(model_dir) == 30 and int(run.model.optimizer.iterations.numpy()) == 30
+    saved = json.loads((model_dir / "train_config.json").read_text())
+    assert saved["steps"] == 30 and saved["checkpoint_every"] == 10
+    assert saved["schedule_extensions"] == [
+        {"at_step": 20, "from_steps": 20, "to_steps": 30, "rate_at_step": 0.0}]
+    text = "\n".join(printed)
+    assert "steps 20 -> 30" in text
+    assert ("--steps 30: the 20-step run goes on from step 20; learning rate 0 -> 0.000143 at "
+            "step 22, then down to 0 at step 30") in text, text
+    expected = WarmupLinearDecay(5e-4, 2, 20).extended(20, 30)
+    again = resumed_config(tiny_config(model_dir), set(), model_dir)
+    assert again.steps == 30 and run_schedule(again).pieces == expected.pieces
+    # Steps 21-30 trained: the weights moved on from the step-20 checkpoint.
+    at_20 = checkpoint_weights(model_dir / "checkpoints" / "ckpt-20")
+    assert max(np.abs(value - at_20[path]).max()
+               for path, value in weights_by_path(run.model).items()) > 1e-4
+
+
+@pytest.mark.parametrize("total, at, to", [(20, 20, 30), (1000, 1000, 3000), (1000, 500, 3000),
+                                           (100, 5, 300), (10, 10, 11)])
+def test_an_extended_schedule_goes_on_from_the_rate_it_had(total, at, to):
+    import tensorflow as tf
+
+    from nlp_tutorials.optimization import WarmupLinearDecay
+
+    old = WarmupLinearDecay(1e-3, total // 10, total)
+    new = old.extended(at, to)
+    assert [new.rate_at(t) for t in range(1, at + 1)] == [old.rate_at(t) for t in range(1, at + 1)]
+    piece = new.pieces[-1]
+    assert piece.start_rate == old.rate_at(at) and new.rate_at(to) == new.rate_at(to + 9) == 0
+    # From the rate at `at`, a straight line to the decay line of a run planned for `to` steps,
+    # then along that line to 0.
+    assert piece.rejoin_rate == pytest.approx(1e-3 * (to - piece.rejoin_step) / (to - total // 10))
+    for start, end in ((at, piece.rejoin_step), (piece.rejoin_step, to)):
+        rates = np.array([new.rate_at(t) for t in range(start, end + 1)])
+        np.testing.assert_allclose(np.diff(rates, 2), 0, atol=1e-12)
+    steps = np.arange(1, to + 10)
+    np.testing.assert_allclose(new(tf.constant(steps - 1)).numpy(),
+                               [new.rate_at(t) for t in steps], rtol=1e-5, atol=1e-10)
+    rebuilt = WarmupLinearDecay.from_config(new.get_config())
+    assert rebuilt.pieces == new.pieces
+    twice = new.extended(to, to + 50)
+    assert twice.pieces[0] == piece and twice.pieces[1].start_rate == 0.0
+    with pytest.raises(ValueError, match="expected"):
+        old.extended(at, total)
 
 
 @pytest.mark.slow
@@ -229,6 +299,22 @@ def start_training(model_dir, steps, checkpoint_every, ready):
         time.sleep(0.05)
     assert process.poll() is None, process.stderr.read().decode()
     return process
+
+
+def weights_by_path(model) -> dict:
+    """The model's weights by their Keras path without the model's name, as checkpoints key them."""
+    return {w.path.removeprefix(f"{model.name}/"): w.numpy() for w in model.weights}
+
+
+def checkpoint_weights(prefix) -> dict:
+    """The model weights a checkpoint holds, by Keras path (its keys spell "/" as ".S")."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    marker, suffix = "model/", "/.ATTRIBUTES/VARIABLE_VALUE"
+    return {key[len(marker):-len(suffix)].replace(".S", "/"): reader.get_tensor(key)
+            for key in reader.get_variable_to_shape_map()
+            if key.startswith(marker) and key.endswith(suffix)}
 
 
 def saved_step(model_dir) -> int:
