@@ -141,14 +141,14 @@ def newest_intact_checkpoint(model_dir, report=None) -> tuple:
     directory = Path(model_dir) / CHECKPOINT_DIR
     index_problem = read_index(directory)[1]
     names = checkpoint_names(directory)
-    if index_problem and names:
-        report(f"{directory / INDEX_NAME} {index_problem}; looking for the newest intact "
-               f"checkpoint by file name ({', '.join(names)})")
     damaged = {}
     for name in names:
         problem = checkpoint_problem(directory / name)
         if problem is None:
             step = checkpoint_step(directory / name)
+            if index_problem:
+                report(f"{directory / INDEX_NAME} {index_problem}; looking for the newest "
+                       f"intact checkpoint by file name ({', '.join(names)})")
             for bad, what in damaged.items():
                 report(f"checkpoint {directory / bad} is damaged: {what}; using {name} "
                        f"(step {step}), the newest intact one, instead")
@@ -157,8 +157,9 @@ def newest_intact_checkpoint(model_dir, report=None) -> tuple:
     if not damaged:
         raise UserError(f"{directory}: no checkpoint")
     details = "; ".join(f"{name}: {what}" for name, what in damaged.items())
-    raise UserError(f"{directory}: no intact checkpoint ({details}); copy the checkpoint "
-                    f"files back whole, or train again")
+    index = f"{INDEX_NAME} {index_problem}; " if index_problem else ""
+    raise UserError(f"{directory}: no intact checkpoint ({index}{details}); copy the "
+                    f"checkpoint files back whole, or train again")
 
 
 def rewrite_index(model_dir, prefix) -> None:

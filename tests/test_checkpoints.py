@@ -136,6 +136,7 @@ def test_no_intact_checkpoint_is_one_line_naming_each(run_copy, capsys):
     from nlp_tutorials.cli import main
 
     model_dir, checkpoints, _ = run_copy
+    damage(checkpoints / "checkpoint", "truncated")
     for step in (1, 2, 3):
         damage(checkpoints / f"ckpt-{step}.data-00000-of-00001", "truncated")
     files = {path.name: path.read_bytes() for path in checkpoints.iterdir()}
@@ -145,7 +146,8 @@ def test_no_intact_checkpoint_is_one_line_naming_each(run_copy, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith(f"python -m nlp_tutorials.bert export: error: {checkpoints}: no "
-                          f"intact checkpoint (ckpt-3: {DATA} is cut short")
+                          f"intact checkpoint (checkpoint is not a readable checkpoint list; "
+                          f"ckpt-3: {DATA} is cut short")
     assert "ckpt-1: ckpt-1.data-00000-of-00001 is cut short" in err
     assert not (model_dir / "never.pkl").exists()
     assert {path.name: path.read_bytes() for path in checkpoints.iterdir()} == files
