@@ -124,7 +124,9 @@ def add_train_command(commands, model_name: str, defaults: TrainConfig):
         help=f"steps between printed example predictions (default {defaults.sample_every})")
     add("--jit", action="store_true", default=None, help="XLA-compile the training step")
     add_distribute_flags(add)
-    add("--resume", action="store_true", help="continue from the newest checkpoint in --model-dir")
+    add("--resume", action="store_true",
+        help="continue from the newest intact checkpoint in --model-dir; a larger --steps "
+             "than the saved run's trains on to that step")
     add("--no-plots", action="store_true",
         help="skip the attention export and pictures at the end")
 

@@ -223,6 +223,8 @@ class TrainConfig:
     learned from MRPC train); ``whole_word_mask`` masks all pieces of a word together.
     ``strategy``, ``cpu_replicas`` and ``precision`` say where and how the step runs (see
     :mod:`nlp_tutorials.distribute`); ``batch_size`` is the global batch, split across replicas.
+    ``steps`` of a run extended on resume is its new total; ``schedule_extensions`` says where
+    it was extended.
     """
 
     model_type: str = "bert"
@@ -250,6 +252,10 @@ class TrainConfig:
     strategy: str = "default"
     cpu_replicas: int = 0  # 0: not given (mirrored uses the GPUs, or the CPU as one replica)
     precision: str = "float32"
+    # No flag sets it: ``train --resume --steps N`` past the planned steps appends one
+    # {"at_step", "from_steps", "to_steps", "rate_at_step"} record, from which the learning-rate
+    # schedule of an extended run is rebuilt (see nlp_tutorials.optimization.WarmupLinearDecay).
+    schedule_extensions: tuple = ()
 
     # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
     # not one of them (a checkpoint resumes under any), but the precision is: float16's loss

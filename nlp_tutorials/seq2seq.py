@@ -80,7 +80,8 @@ def save(model, config: DateTrainConfig) -> None:
 
 
 def load(model_dir) -> Transformer:
-    """The model :func:`train` saved in ``model_dir``."""
+    """The model :func:`train` saved in ``model_dir``; a damaged weights file is a one-line
+    UserError (it is the only copy: there is no older one to fall back on)."""
     model_dir = Path(model_dir)
     if not (model_dir / WEIGHTS_NAME).is_file():
         raise UserError(f"{model_dir}: no trained model; run `python -m nlp_tutorials."
@@ -88,10 +89,11 @@ def load(model_dir) -> Transformer:
     model = Transformer(ModelConfig.load(model_dir))
     try:  # an HDF5 file of arrays: h5py parses it, no Python code in it runs
         model.load_weights(model_dir / WEIGHTS_NAME)
-    except Exception as err:  # h5py and Keras report a damaged or foreign file in many types
-        reason = " ".join(str(err).split()).split(". ")[0][:200]
-        raise UserError(f"{model_dir / WEIGHTS_NAME}: not the weights `train` wrote for "
-                        f"{model_dir / 'config.json'} ({type(err).__name__}: {reason})") from None
+    except Exception as error:  # h5py and Keras report a damaged or foreign file in many types
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"{model_dir / WEIGHTS_NAME}: cannot be read whole ({reason}); train "
+                        f"again with `python -m nlp_tutorials.transformer train --model-dir "
+                        f"{model_dir}`") from None
     return model
 
 

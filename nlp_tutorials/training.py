@@ -10,7 +10,10 @@ in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpo
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
 ``checkpoints/`` (``tf.train.CheckpointManager``: the newest few, each written before the
-``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard).
+``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard). ``--resume``
+continues from the newest intact checkpoint
+(:func:`~nlp_tutorials.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
+in one line and passed over).
 """
 import contextlib
 import dataclasses
@@ -29,12 +32,13 @@ import tensorflow as tf
 
 from nlp_tutorials import distribute
 from nlp_tutorials.checkpoints import (
-    CHECKPOINT_DIR, build_model, latest_checkpoint, training_checkpoint)
+    CHECKPOINT_DIR, build_model, holds_checkpoint, newest_intact_checkpoint, rewrite_index,
+    restore_checkpoint, training_checkpoint)
 from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.optimization import make_optimizer
+from nlp_tutorials.optimization import WarmupLinearDecay, make_optimizer
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
@@ -57,7 +61,7 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         tokenizer = load_tokenizer(model_dir)
         model_config = ModelConfig.load(model_dir)
     else:
-        if latest_checkpoint(model_dir):
+        if holds_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
         if "vocab_size" in given and config.tokenizer != "wordpiece":
@@ -86,21 +90,72 @@ def build_tokenizer(config: TrainConfig, texts):
 
 
 def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainConfig:
-    """The saved run's config, with flags the user gave checked against it."""
+    """The saved run's config, with flags the user gave checked against it.
+
+    ``--steps`` may be larger than the saved run's: :func:`extend_run` then lengthens the run
+    once the step to continue from is known; here the saved steps stay.
+    """
     path = model_dir / TRAIN_CONFIG_NAME
-    if not latest_checkpoint(model_dir) or not path.is_file():
+    if not holds_checkpoint(model_dir) or not path.is_file():
         raise UserError(f"--resume: no checkpoint in {model_dir}; run train without --resume "
                         f"first")
     saved = read_json_object(path)
-    mismatched = [f"--{name.replace('_', '-')} {getattr(config, name)} (saved: {saved[name]})"
+    mismatched = [f"--{name.replace('_', '-')} {getattr(config, name)} (saved: {saved[name]}"
+                  + ("; a resumed run may grow longer, not shorter)" if name == "steps" else ")")
                   for name in TrainConfig.FROZEN
-                  if name in given and name in saved and getattr(config, name) != saved[name]]
+                  if name in given and name in saved and getattr(config, name) != saved[name]
+                  and not (name == "steps" and config.steps > saved[name])]
     if mismatched:
         raise UserError(f"--resume: {model_dir} was trained with other settings: "
                         + "; ".join(mismatched))
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     values = {k: v for k, v in saved.items() if k in known and k in TrainConfig.FROZEN}
-    return dataclasses.replace(config, **values)
+    resumed = dataclasses.replace(config, **values, schedule_extensions=tuple(
+        saved.get("schedule_extensions", ())))
+    try:
+        run_schedule(resumed)
+    except (TypeError, KeyError, ValueError) as error:
+        raise UserError(f"{path}: schedule_extensions: expected the records --resume --steps "
+                        f"wrote ({error})") from None
+    return resumed
+
+
+def run_schedule(config: TrainConfig) -> WarmupLinearDecay:
+    """The run's learning-rate schedule: planned for its first ``steps``, then each extension.
+
+    Raises ValueError (or KeyError, TypeError) when ``schedule_extensions`` is malformed or
+    does not end at ``steps``.
+    """
+    records = config.schedule_extensions
+    planned = records[0]["from_steps"] if records else config.steps
+    schedule = WarmupLinearDecay(config.learning_rate, int(config.warmup_fraction * planned),
+                                 planned, [(r["at_step"], r["to_steps"]) for r in records])
+    if schedule.planned_steps != config.steps:
+        raise ValueError(f"they end at {schedule.planned_steps} steps, steps is {config.steps}")
+    return schedule
+
+
+def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> TrainConfig:
+    """``config``'s run lengthened to ``steps``, continuing from step ``at``.
+
+    The learning rate follows :class:`~nlp_tutorials.optimization.WarmupLinearDecay`'s rule
+    for extensions; ``train_config.json`` records the new total and the extension (written
+    atomically), so a later ``--resume`` rebuilds the same schedule.
+    """
+    schedule = run_schedule(config).extended(at, steps)
+    piece = schedule.pieces[-1]
+    record = {"at_step": at, "from_steps": config.steps, "to_steps": steps,
+              "rate_at_step": piece.start_rate}
+    extended = dataclasses.replace(config, steps=steps, schedule_extensions=(
+        *config.schedule_extensions, record))
+    path = Path(config.model_dir) / TRAIN_CONFIG_NAME
+    saved = read_json_object(path)
+    saved.update(steps=steps, schedule_extensions=list(extended.schedule_extensions))
+    write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
+    printer(f"--steps {steps}: the {config.steps}-step run goes on from step {at}; learning "
+            f"rate {piece.start_rate:.3g} -> {piece.rejoin_rate:.3g} at step "
+            f"{piece.rejoin_step}, then down to 0 at step {steps}")
+    return extended
 
 
 @dataclasses.dataclass
@@ -130,13 +185,20 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     config = dataclasses.replace(
         config, model_dir=str(distribute.worker_dir(config.model_dir, config.strategy)))
+    steps_asked = config.steps
     config, tokenizer, model_config, train_pairs = prepare_run(config, given, resume)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
     if config.jit:
         check_xla_available()  # before the model is built: a missing XLA fails at once
-    model, manager = build_training_state(config, model_config, strategy, resume)
+    restored = newest_intact_checkpoint(config.model_dir) if resume else None
+    if restored and "steps" in given and steps_asked > config.steps:
+        config = extend_run(config, steps_asked, restored[1], printer)
+    model, manager = build_training_state(config, model_config, strategy,
+                                          restored and restored[0])
     start = int(model.optimizer.iterations.numpy())
+    if restored:
+        printer(f"resuming from checkpoint {Path(restored[0]).name} at step {start}")
     data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
                            nsp_mode=config.nsp_mode, seed=config.seed,
                            whole_word_mask=config.whole_word_mask)
@@ -155,22 +217,28 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     return PretrainedRun(model, tokenizer, config, evaluate(model, tokenizer, config, printer))
 
 
-def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy, resume: bool):
+def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy,
+                         restore_from: str | None = None):
     """(model with its optimizer, checkpoint manager), built under ``strategy``.
 
-    With ``resume`` the newest checkpoint is restored into both, every variable accounted for.
+    Given ``restore_from`` (a checkpoint's path prefix, on ``--resume``), that checkpoint is
+    restored into both, every variable accounted for.
     """
+    schedule = run_schedule(config)
     with strategy.scope():
         model = build_model(model_config, config.seed)
-        model.compile(optimizer=make_optimizer(config.learning_rate, config.steps,
-                                              config.warmup_fraction, config.weight_decay))
+        model.compile(optimizer=make_optimizer(
+            config.learning_rate, schedule.total, config.warmup_fraction, config.weight_decay,
+            schedule.extensions))
         model.optimizer.build(model.trainable_variables)
         checkpoint = training_checkpoint(model, model.optimizer)
+        if restore_from:
+            rewrite_index(config.model_dir, restore_from)  # only if missing or garbled
         manager = tf.train.CheckpointManager(
             checkpoint, str(Path(config.model_dir) / CHECKPOINT_DIR),
             max_to_keep=config.keep_checkpoints)
-        if resume:
-            checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+        if restore_from:
+            restore_checkpoint(checkpoint, restore_from)
     return model, manager
 
 

@@ -1,6 +1,5 @@
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -127,11 +126,10 @@ def test_longest_first_truncation(tokenizer, len_a, len_b, max_len, kept):
     assert types.count(1) == kept[1] + 1
 
 
-def test_encode_pairs_matches_encode_pair_and_is_fast(tokenizer, train):
+def test_encode_pairs_matches_encode_pair(tokenizer, train):
+    # Its speed (every MRPC pair in under 2 s) is benchmarks/encoding_speed.py's to measure.
     pairs = train + load_mrpc("test")
-    start = time.perf_counter()
     encoded = encode_pairs(tokenizer, pairs, 64)
-    assert time.perf_counter() - start < 2.0
     assert encoded["input_ids"].shape == encoded["token_type_ids"].shape == (len(pairs), 64)
     assert all(v.dtype == np.int32 for v in encoded.values())
     assert encoded["labels"].tolist() == [p.label for p in pairs]

@@ -60,9 +60,12 @@ def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
 @pytest.mark.slow
 def test_checkpoints_resume_across_strategies(two_replicas):
     """6 steps on one device; its step-2 checkpoint resumed under mirrored; that run's step-4
-    checkpoint resumed on one device: all three end at the same weights (no dropout)."""
+    checkpoint resumed on one device: all three end at the same weights (no dropout), and the
+    resumed runs began at steps 2 and 4 (seeded, a run that ignored its checkpoint and started
+    over would end at the same weights too)."""
     figures = two_replicas["resume"]
     assert figures["steps"] == [6, 6, 6]
+    assert figures["started_at"] == [0, 2, 4]
     assert figures["mirrored_resume_vs_single"] < 1e-5
     assert figures["single_resume_vs_single"] < 1e-5
 

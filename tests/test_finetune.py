@@ -11,17 +11,31 @@ from nlp_tutorials.errors import UserError
 
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory):
-    """A tiny BERT pre-trained for 2 steps, fine-tuned with 2 seeds of 2 epochs each."""
-    from nlp_tutorials.finetune import finetune
+    """A tiny BERT pre-trained for 2 steps, fine-tuned with 2 seeds of 2 epochs each.
+
+    Returns (folder, what finetune returned, what it printed, the heads it trained, in memory:
+    one per seed, as finetune_once handed them back).
+    """
+    from nlp_tutorials import finetune as finetuning
     from nlp_tutorials.training import pretrain
 
     root = tmp_path_factory.mktemp("finetune")
     pretrain(TrainConfig(model_dir=str(root / "bert"), dim=32, layers=1, heads=2, max_len=24,
                          batch_size=8, steps=2), printer=lambda *_: None)
-    printed = []
+    printed, heads = [], []
     config = FinetuneConfig(model_dir=str(root / "bert"), output_dir=str(root / "mrpc"),
                             epochs=2, batch_size=64, learning_rate=1e-3, seeds=2)
-    return root, finetune(config, printer=printed.append), printed
+    train_one = finetuning.finetune_once
+
+    def keeping_the_head(*args, **kwargs):
+        trained = train_one(*args, **kwargs)
+        heads.append(trained[0])
+        return trained
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(finetuning, "finetune_once", keeping_the_head)
+        result = finetuning.finetune(config, printer=printed.append)
+    return root, result, printed, heads
 
 
 def test_train_dev_split_is_glue_sized():
@@ -92,7 +106,7 @@ def test_finetune_without_pretrained_checkpoint_says_what_to_do(tmp_path):
 
 @pytest.mark.slow
 def test_finetune_reports_test_scores_over_seeds(finetuned):
-    root, result, printed = finetuned
+    root, result, printed, _ = finetuned
     assert [run["seed"] for run in result["runs"]] == [1, 2]
     for run in result["runs"]:
         assert 0.3 < run["test"]["accuracy"] < 1.0 and 0.0 <= run["test"]["f1"] <= 1.0
@@ -106,16 +120,24 @@ def test_finetune_reports_test_scores_over_seeds(finetuned):
 
 
 @pytest.mark.slow
-def test_saved_model_reloads_with_identical_predictions(finetuned):
+def test_saved_model_is_the_head_that_was_trained(finetuned):
+    """model.keras holds the head fine-tuning kept in memory (the seed with the best dev
+    accuracy): the same weights and the same predictions; the other seed's head differs."""
     from nlp_tutorials.finetune import encode, load_finetuned, paraphrase_probabilities
 
-    root, _, _ = finetuned
+    root, result, _, heads = finetuned
+    dev = [run["dev"]["accuracy"] for run in result["runs"]]
+    kept, other = heads[dev.index(max(dev))], heads[1 - dev.index(max(dev))]
     head, tokenizer = load_finetuned(root / "mrpc")
-    again, _ = load_finetuned(root / "mrpc")
+    assert len(head.weights) == len(kept.weights)
+    for loaded, trained in zip(head.weights, kept.weights):
+        np.testing.assert_array_equal(loaded.numpy(), trained.numpy(), err_msg=trained.path)
+    assert max(np.abs(a.numpy() - b.numpy()).max()
+               for a, b in zip(kept.weights, other.weights)) > 1e-3
     arrays = encode(tokenizer, load_mrpc("test")[:50], 24)
     first = paraphrase_probabilities(head, arrays)
     assert first.shape == (50,) and ((first >= 0) & (first <= 1)).all()
-    np.testing.assert_array_equal(first, paraphrase_probabilities(again, arrays))
+    np.testing.assert_array_equal(first, paraphrase_probabilities(kept, arrays))
 
 
 @pytest.mark.slow
@@ -126,7 +148,7 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
 
     from nlp_tutorials.finetune import load_finetuned
 
-    root, _, _ = finetuned
+    root = finetuned[0]
     head, _ = load_finetuned(root / "mrpc")
     with zipfile.ZipFile(root / "mrpc" / "model.keras") as archive:
         with archive.open("model.weights.h5") as weights, h5py.File(weights) as h5:
@@ -141,7 +163,7 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
 def test_predict_prints_pairs_before_a_malformed_line(finetuned):
     from nlp_tutorials.finetune import load_finetuned, predict
 
-    root, _, _ = finetuned
+    root = finetuned[0]
     head, tokenizer = load_finetuned(root / "mrpc")
     lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n",
              "1\t1\t2\tShares rose.\tShares went up.\n",

@@ -110,6 +110,26 @@ def test_translate_without_a_model_names_the_command_to_run(tmp_path, capsys):
     assert "run `python -m nlp_tutorials.transformer train" in err
 
 
+@pytest.mark.parametrize("how", ["cut short", "zero-filled"])
+def test_a_damaged_weights_file_is_one_line_and_is_left_as_it_is(trained, tmp_path, capsys, how):
+    import shutil
+
+    model_dir = tmp_path / "copy"
+    shutil.copytree(trained[0], model_dir)
+    weights = model_dir / "model.weights.h5"
+    data = weights.read_bytes()
+    damaged = data[:len(data) // 2] if how == "cut short" else bytes(len(data))
+    weights.write_bytes(damaged)
+    assert main("transformer", ["translate", "03-11-29", "--model-dir", str(model_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"python -m nlp_tutorials.transformer translate: error: {weights}: "
+                          f"cannot be read whole (Unable to ")
+    assert err.strip().endswith(f"train again with `python -m nlp_tutorials.transformer train "
+                                f"--model-dir {model_dir}`")
+    assert weights.read_bytes() == damaged
+
+
 def test_bad_date_fails_in_one_line_before_tensorflow():
     code = ("import sys\nfrom nlp_tutorials.cli import main\n"
             "status = main('transformer', ['translate', '03-11-29', '2003-11-29'])\n"

@@ -1,6 +1,7 @@
 """The pre-training loop and the command line: checkpoints, resume, kill -9, progress, flags."""
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,12 +92,20 @@ def test_training_leaves_everything_later_commands_need(trained):
     assert int(run.model.optimizer.iterations.numpy()) == 6
 
 
-def test_restored_model_predicts_like_the_trained_one(trained):
-    from nlp_tutorials.checkpoints import restore_model
+def test_restored_model_is_the_model_that_was_trained(trained):
+    """What export, generate and finetune read back is the model pretrain held in memory,
+    weight for weight, and not the seed's initial weights, which training moved."""
+    from nlp_tutorials.checkpoints import build_model, restore_model
 
     model_dir, run, _ = trained
     model, tokenizer = restore_model(model_dir)
     assert tokenizer.vocab == run.tokenizer.vocab
+    restored, in_memory = weights_by_path(model), weights_by_path(run.model)
+    assert restored.keys() == in_memory.keys() and len(restored) > 10
+    for path, value in in_memory.items():
+        np.testing.assert_array_equal(restored[path], value, err_msg=path)
+    initial = weights_by_path(build_model(model.config, run.config.seed))
+    assert max(np.abs(initial[path] - value).max() for path, value in in_memory.items()) > 1e-3
     ids, segments = tokenizer.encode("the company said", "shares rose", max_len=32)
     inputs = {"input_ids": np.array([ids], "int32"), "token_type_ids": np.array([segments], "int32")}
     a = model(inputs)["sequence_output"].numpy()
@@ -122,6 +131,76 @@ def test_resume_checks_flags_against_the_saved_run(trained, tmp_path):
                  printer=lambda *_: None)
     with pytest.raises(UserError, match="no checkpoint in"):
         pretrain(tiny_config(tmp_path), resume=True, printer=lambda *_: None)
+    # More steps extend a run; fewer are refused, and so is any other changed flag.
+    with pytest.raises(UserError, match=r"other settings: --steps 4 \(saved: 6; a resumed run "
+                                        r"may grow longer, not shorter\)$"):
+        pretrain(tiny_config(model_dir, steps=4), given={"steps"}, resume=True,
+                 printer=lambda *_: None)
+    with pytest.raises(UserError, match=r"other settings: --learning-rate 0.1 \(saved: "
+                                        r"0.0005\)$"):
+        pretrain(tiny_config(model_dir, steps=9, learning_rate=0.1),
+                 given={"steps", "learning_rate"}, resume=True, printer=lambda *_: None)
+
+
+@pytest.mark.slow
+def test_resume_with_more_steps_extends_the_run(tmp_path):
+    """20 steps, then --resume --steps 30: a checkpoint at step 30, train_config.json says 30
+    and records the extension, and a later --resume rebuilds the same schedule from it."""
+    import json
+
+    from nlp_tutorials.optimization import WarmupLinearDecay
+    from nlp_tutorials.training import pretrain, resumed_config, run_schedule
+
+    model_dir = tmp_path / "bert"
+    pretrain(tiny_config(model_dir, steps=20, checkpoint_every=10), printer=lambda *_: None)
+    printed = []
+    run = pretrain(tiny_config(model_dir, steps=30, checkpoint_every=10), given={"steps"},
+                   resume=True, printer=printed.append)
+    assert saved_step(model_dir) == 30 and int(run.model.optimizer.iterations.numpy()) == 30
+    saved = json.loads((model_dir / "train_config.json").read_text())
+    assert saved["steps"] == 30 and saved["checkpoint_every"] == 10
+    assert saved["schedule_extensions"] == [
+        {"at_step": 20, "from_steps": 20, "to_steps": 30, "rate_at_step": 0.0}]
+    text = "\n".join(printed)
+    assert "steps 20 -> 30" in text
+    assert ("--steps 30: the 20-step run goes on from step 20; learning rate 0 -> 0.000143 at "
+            "step 22, then down to 0 at step 30") in text, text
+    expected = WarmupLinearDecay(5e-4, 2, 20).extended(20, 30)
+    again = resumed_config(tiny_config(model_dir), set(), model_dir)
+    assert again.steps == 30 and run_schedule(again).pieces == expected.pieces
+    # Steps 21-30 trained: the weights moved on from the step-20 checkpoint.
+    at_20 = checkpoint_weights(model_dir / "checkpoints" / "ckpt-20")
+    assert max(np.abs(value - at_20[path]).max()
+               for path, value in weights_by_path(run.model).items()) > 1e-4
+
+
+@pytest.mark.parametrize("total, at, to", [(20, 20, 30), (1000, 1000, 3000), (1000, 500, 3000),
+                                           (100, 5, 300), (10, 10, 11)])
+def test_an_extended_schedule_goes_on_from_the_rate_it_had(total, at, to):
+    import tensorflow as tf
+
+    from nlp_tutorials.optimization import WarmupLinearDecay
+
+    old = WarmupLinearDecay(1e-3, total // 10, total)
+    new = old.extended(at, to)
+    assert [new.rate_at(t) for t in range(1, at + 1)] == [old.rate_at(t) for t in range(1, at + 1)]
+    piece = new.pieces[-1]
+    assert piece.start_rate == old.rate_at(at) and new.rate_at(to) == new.rate_at(to + 9) == 0
+    # From the rate at `at`, a straight line to the decay line of a run planned for `to` steps,
+    # then along that line to 0.
+    assert piece.rejoin_rate == pytest.approx(1e-3 * (to - piece.rejoin_step) / (to - total // 10))
+    for start, end in ((at, piece.rejoin_step), (piece.rejoin_step, to)):
+        rates = np.array([new.rate_at(t) for t in range(start, end + 1)])
+        np.testing.assert_allclose(np.diff(rates, 2), 0, atol=1e-12)
+    steps = np.arange(1, to + 10)
+    np.testing.assert_allclose(new(tf.constant(steps - 1)).numpy(),
+                               [new.rate_at(t) for t in steps], rtol=1e-5, atol=1e-10)
+    rebuilt = WarmupLinearDecay.from_config(new.get_config())
+    assert rebuilt.pieces == new.pieces
+    twice = new.extended(to, to + 50)
+    assert twice.pieces[0] == piece and twice.pieces[1].start_rate == 0.0
+    with pytest.raises(ValueError, match="expected"):
+        old.extended(at, total)
 
 
 @pytest.mark.slow
@@ -213,11 +292,11 @@ def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
         assert result.stderr == ""
 
 
-def start_training(model_dir, steps, checkpoint_every, ready):
+def start_training(model_dir, steps, checkpoint_every, ready, *flags):
     """Start `bert train` in a subprocess; return it once ``ready(index text)`` holds."""
     command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", str(steps),
                "--checkpoint-every", str(checkpoint_every), "--model-dir", str(model_dir),
-               "--no-plots"]
+               "--no-plots", *flags]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                cwd=ROOT)
     index = model_dir / "checkpoints" / "checkpoint"
@@ -230,6 +309,22 @@ def start_training(model_dir, steps, checkpoint_every, ready):
     return process
 
 
+def weights_by_path(model) -> dict:
+    """The model's weights by their Keras path without the model's name, as checkpoints key them."""
+    return {w.path.removeprefix(f"{model.name}/"): w.numpy() for w in model.weights}
+
+
+def checkpoint_weights(prefix) -> dict:
+    """The model weights a checkpoint holds, by Keras path (its keys spell "/" as ".S")."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(prefix))
+    marker, suffix = "model/", "/.ATTRIBUTES/VARIABLE_VALUE"
+    return {key[len(marker):-len(suffix)].replace(".S", "/"): reader.get_tensor(key)
+            for key in reader.get_variable_to_shape_map()
+            if key.startswith(marker) and key.endswith(suffix)}
+
+
 def saved_step(model_dir) -> int:
     import tensorflow as tf
 
@@ -238,9 +333,21 @@ def saved_step(model_dir) -> int:
 
 
 @pytest.mark.slow
-def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
+def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
+    """Killed with SIGKILL a few steps in, then resumed to step 400: the final weights are those
+    of an uninterrupted 400-step run of the same seed.
+
+    Dropout is off: its random state is not checkpointed, so with it the two runs would drop
+    different units after the resume. Without it, the resumed run gets the weights and AdamW's
+    state back bit for bit and replays the same batches, and TensorFlow's CPU kernels give the
+    same bits for the same inputs: measured, the two runs end identical (largest difference
+    0.0). The tolerance, 1e-5, leaves room for a kernel whose summation order follows thread
+    scheduling. The start step it prints shows the resumed run did not start over, which with
+    the same seed would also end there.
+    """
     model_dir = tmp_path / "killed"
-    process = start_training(model_dir, 400, 2, lambda index: "ckpt-6" in index)
+    process = start_training(model_dir, 400, 2, lambda index: "ckpt-6" in index,
+                             "--dropout", "0")
     process.send_signal(signal.SIGKILL)
     process.wait()
 
@@ -249,11 +356,45 @@ def test_kill_minus_9_then_resume_continues_from_an_intact_checkpoint(tmp_path):
     restore_model(model_dir)  # the newest checkpoint reads back whole
     killed_at = saved_step(model_dir)
     assert 6 <= killed_at < 400
+    at_kill = checkpoint_weights(model_dir / "checkpoints" / f"ckpt-{killed_at}")
     result = run_cli("nlp_tutorials.bert", "train", "--resume", "--steps", "400",
                      "--model-dir", str(model_dir), "--no-plots")
     assert result.returncode == 0, result.stderr
+    assert f"resuming from checkpoint ckpt-{killed_at} at step {killed_at}" in result.stdout
     assert f"steps {killed_at} -> 400" in result.stdout
     assert saved_step(model_dir) == 400
+    result = run_cli("nlp_tutorials.bert", "train", *TINY, "--dropout", "0", "--steps", "400",
+                     "--checkpoint-every", "400", "--model-dir", str(tmp_path / "whole"),
+                     "--no-plots")
+    assert result.returncode == 0, result.stderr
+    resumed = checkpoint_weights(model_dir / "checkpoints" / "ckpt-400")
+    whole = checkpoint_weights(tmp_path / "whole" / "checkpoints" / "ckpt-400")
+    assert resumed.keys() == whole.keys() == at_kill.keys() and len(whole) > 10
+    assert max(np.abs(resumed[k] - whole[k]).max() for k in whole) <= 1e-5
+    assert max(np.abs(resumed[k] - at_kill[k]).max() for k in whole) > 1e-2  # it trained on
+
+
+@pytest.mark.slow
+def test_resume_passes_over_a_checkpoint_cut_short(trained, tmp_path):
+    """The step-6 checkpoint's data file lost its second half (a full disk, a copy stopped
+    half-way): --resume says so in one line and goes on from step 3, the newest intact one."""
+    from nlp_tutorials.checkpoints import newest_intact_checkpoint
+
+    model_dir = tmp_path / "copy"
+    shutil.copytree(trained[0], model_dir)
+    data = model_dir / "checkpoints" / "ckpt-6.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+    result = run_cli("nlp_tutorials.bert", "train", "--resume", "--model-dir", str(model_dir),
+                     "--no-plots")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"checkpoint {model_dir / 'checkpoints' / 'ckpt-6'} is damaged: ckpt-6.data-00000-of-00001 "
+        f"is cut short (Read less bytes than requested); using ckpt-3 (step 3), the newest "
+        f"intact one, instead"], result.stderr
+    assert "resuming from checkpoint ckpt-3 at step 3" in result.stdout
+    assert "steps 3 -> 6" in result.stdout
+    lines = []
+    assert newest_intact_checkpoint(model_dir, lines.append)[1] == 6 and not lines
 
 
 @pytest.mark.slow

@@ -9,9 +9,10 @@ per scenario; the assertions live in test_distribute.py.
   error ``--jit`` gets with 2 replicas.
 - ``resume``: pre-train 6 steps on one device; resume its step-2 checkpoint under ``mirrored``;
   resume that run's step-4 checkpoint (saved under ``mirrored``) on one device again; the
-  final weights of the three runs.
+  final weights of the three runs, and the step each began at.
 """
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -124,14 +125,21 @@ def checkpoint_gap(a: Path, b: Path) -> float:
 
 
 def scenario_resume(work):
-    quiet = lambda *_: None  # noqa: E731
     # Batches of 32 only to make the test-split evaluation at the end of each run short.
     config = TrainConfig(dim=32, layers=1, heads=2, max_len=32, batch_size=32, steps=6,
                          checkpoint_every=2, sample_every=100, dropout=0.0)
-    run = lambda name, strategy, resume: pretrain(  # noqa: E731
-        TrainConfig(**{**vars(config), "model_dir": str(work / name), "strategy": strategy,
-                       "cpu_replicas": 2 if strategy == "mirrored" else 0}),
-        resume=resume, printer=quiet)
+    started_at = []
+
+    def run(name, strategy, resume):
+        printed = []
+        pretrain(TrainConfig(**{**vars(config), "model_dir": str(work / name),
+                                "strategy": strategy,
+                                "cpu_replicas": 2 if strategy == "mirrored" else 0}),
+                 resume=resume, printer=printed.append)
+        # "steps 2 -> 6": where the run began. Seeded and without dropout, a resume that
+        # ignored its checkpoint would start over and still end at the same weights.
+        started_at.append(int(re.search(r"steps (\d+) -> 6", "\n".join(printed))[1]))
+
     run("single", "default", False)
     rewind(work / "single", work / "to_mirrored", 2)
     run("to_mirrored", "mirrored", True)
@@ -140,7 +148,8 @@ def scenario_resume(work):
     return {"mirrored_resume_vs_single": checkpoint_gap(work / "single", work / "to_mirrored"),
             "single_resume_vs_single": checkpoint_gap(work / "single", work / "back_to_single"),
             "steps": [int(tf.train.latest_checkpoint(str(work / n / "checkpoints")).split("-")[-1])
-                      for n in ("single", "to_mirrored", "back_to_single")]}
+                      for n in ("single", "to_mirrored", "back_to_single")],
+            "started_at": started_at}
 
 
 if __name__ == "__main__":
