@@ -1,10 +1,10 @@
 """MRPC test scores and predict throughput of a fine-tuned model with its heads pruned.
 
-    python -m nlp_tutorials.bert heads --model-dir visual/models/minilm_mrpc   # importance first
     python benchmarks/pruned_heads.py --model-dir visual/models/minilm_mrpc [--shares 0,0.2,0.4,0.6]
 
-For each share, the least important heads (``head_importance.json`` beside the model, each
-layer keeping one) are pruned (``nlp_tutorials.pruning``), and the pruned model is scored on the
+For each share, the least important heads are chosen as ``bert heads --prune`` chooses them (10%
+at a time, importance on the 408 dev pairs measured again after each tenth, each layer keeping
+one) and pruned (``nlp_tutorials.pruning``), and the pruned model is scored on the
 1,725 MRPC test pairs and timed on them through ``predict``'s path
 (``finetune.paraphrase_probabilities``, batches of 64 pairs trimmed to their longest). The
 models are timed in turn, round after round (median of ``--rounds``), so machine noise hits
@@ -22,9 +22,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.bertology import heads_to_prune, kept_heads, load_importance  # noqa: E402
+from nlp_tutorials.bertology import iterative_heads_to_prune, kept_heads  # noqa: E402
 from nlp_tutorials.data import encode_pairs, load_mrpc  # noqa: E402
-from nlp_tutorials.finetune import load_finetuned, paraphrase_probabilities  # noqa: E402
+from nlp_tutorials.finetune import (  # noqa: E402
+    load_finetuned, paraphrase_probabilities, split_train_dev)
 from nlp_tutorials.metrics import accuracy, f1_score  # noqa: E402
 from nlp_tutorials.pruning import pruned_head_model  # noqa: E402
 
@@ -36,10 +37,11 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5, help="timed passes per model")
     args = parser.parse_args(argv)
     head, tokenizer = load_finetuned(args.model_dir)
-    importance = load_importance(args.model_dir)
-    test = encode_pairs(tokenizer, load_mrpc("test"), head.backbone.config.max_position_embeddings)
+    max_len = head.backbone.config.max_position_embeddings
+    test = encode_pairs(tokenizer, load_mrpc("test"), max_len)
+    dev = encode_pairs(tokenizer, split_train_dev(load_mrpc("train"), 408)[1], max_len)
     shares = [float(s) for s in args.shares.split(",")]
-    models = {share: pruned_head_model(head, heads_to_prune(importance, share, kept_heads(head)))
+    models = {share: pruned_head_model(head, iterative_heads_to_prune(head, dev, share))
               for share in shares}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"TensorFlow {tf.__version__}; {len(test['labels'])} MRPC test pairs")
@@ -58,8 +60,9 @@ def main(argv=None):
     for share in shares:
         rate = len(test["labels"]) / statistics.median(times[share])
         heads_left = sum(len(k) for k in kept_heads(models[share]))
-        print(f"pruned {share:4.0%} ({heads_left} heads left): accuracy {100 * scores[share][0]:.1f}%"
-              f", F1 {100 * scores[share][1]:.1f}; {rate:.0f} pairs/s = {rate / base:.2f}x")
+        print(f"pruned {share:4.0%} ({heads_left} heads left): accuracy "
+              f"{100 * scores[share][0]:.1f}%, F1 {100 * scores[share][1]:.1f}; {rate:.0f} "
+              f"pairs/s = {rate / base:.2f}x")
     return 0
 
 

@@ -1,0 +1,135 @@
+"""Head importance, attention entropy, the masking study, choosing heads to prune, and the
+`bert heads` command, on a tiny fine-tuning head."""
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from nlp_tutorials import bertology
+from nlp_tutorials.bert import BERT
+from nlp_tutorials.cli import main
+from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.data import encode_pairs, load_mrpc
+from nlp_tutorials.finetune import load_finetuned, save_head
+from nlp_tutorials.heads import SequenceClassifier
+from nlp_tutorials.tokenization import WordTokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    train = load_mrpc("train")
+    return WordTokenizer.build([s for p in train for s in (p.s1, p.s2)])
+
+
+@pytest.fixture(scope="module")
+def head(tokenizer):
+    keras.utils.set_random_seed(11)
+    config = ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
+                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return SequenceClassifier(BERT(config), num_labels=2, dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def pairs(tokenizer):
+    return encode_pairs(tokenizer, load_mrpc("test")[:4], 64)
+
+
+def example_loss(head, pairs, row, head_mask):
+    length = np.count_nonzero(pairs["input_ids"][row])
+    batch = {"input_ids": pairs["input_ids"][row:row + 1, :length],
+             "token_type_ids": pairs["token_type_ids"][row:row + 1, :length],
+             "labels": pairs["labels"][row:row + 1],
+             "head_mask": tf.constant(head_mask, tf.float32)}
+    return float(head.loss_and_metrics(batch)[0])
+
+
+def test_importance_is_the_summed_absolute_gradient_normalised_per_layer(head, pairs):
+    importance, entropy = bertology.importance_and_entropy(head, pairs)
+    # Central differences of each example's loss in each head's mask value. The untrained
+    # model's gradients are ~2e-5, so a wide step keeps float32 round-off (~1e-7) out of them.
+    step = 0.3
+    raw = np.zeros([2, 4])
+    for row in range(4):
+        for layer in range(2):
+            for h in range(4):
+                up, down = np.ones([2, 4]), np.ones([2, 4])
+                up[layer, h] += step
+                down[layer, h] -= step
+                raw[layer, h] += abs(example_loss(head, pairs, row, up)
+                                     - example_loss(head, pairs, row, down)) / (2 * step)
+    expected = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    np.testing.assert_allclose(importance, expected, atol=1e-2)
+    np.testing.assert_allclose(np.linalg.norm(importance, axis=1), 1.0, rtol=1e-6)
+    assert entropy.shape == (2, 4) and np.all(entropy > 0)
+
+
+def test_entropy_is_the_mean_over_query_tokens_of_each_heads_attention_entropy(head, pairs):
+    _, entropy = bertology.importance_and_entropy(head, pairs)
+    expected = np.zeros([2, 4])
+    for row in range(4):
+        length = np.count_nonzero(pairs["input_ids"][row])
+        attentions = head.backbone.encode(pairs["input_ids"][row:row + 1, :length],
+                                          pairs["token_type_ids"][row:row + 1, :length])
+        for layer, probs in enumerate(attentions["attentions"]):
+            p = probs.numpy()[0]  # [heads, query, key]
+            expected[layer] += (-(p * np.log(p + 1e-12)).sum(-1)).mean(-1) / 4
+    np.testing.assert_allclose(entropy, expected, rtol=1e-4)
+
+
+def test_heads_to_prune_takes_the_least_important_and_leaves_each_layer_one():
+    importance = np.array([[0.1, 0.2, 0.3, 0.4], [0.05, 0.06, 0.07, 0.9]])
+    assert bertology.heads_to_prune(importance, 0.25) == {1: [0, 1]}
+    # layer 1 keeps head 3 although heads of layer 0 matter more
+    assert bertology.heads_to_prune(importance, 0.5) == {0: [0], 1: [0, 1, 2]}
+    assert bertology.heads_to_prune(importance, 0.0) == {}
+    # heads pruned before count towards the share and are never chosen again
+    assert bertology.heads_to_prune(importance, 0.5, [[1, 2, 3], [0, 1, 2, 3]]) == {1: [0, 1, 2]}
+
+
+def test_iterative_choice_prunes_the_share_asked_for(head, pairs):
+    spec = bertology.iterative_heads_to_prune(head, pairs, 0.5, step=0.25)
+    assert sum(map(len, spec.values())) == 4
+    assert all(len(heads) < 4 for heads in spec.values())
+
+
+def test_masking_study_scores_every_share_in_both_orders(head, pairs):
+    importance = np.arange(8, dtype=float).reshape(2, 4)
+    lines = []
+    study = bertology.masking_study(head, pairs, importance, random_orders=2,
+                                    printer=lines.append)
+    assert study["shares"] == bertology.STUDY_SHARES and len(lines) == 10
+    unmasked = bertology.masked_scores(head, pairs, np.ones([2, 4]))
+    assert study["importance_order"][0] == unmasked
+    assert study["random_order"][0] == unmasked
+    masked = bertology.masked_scores(head, pairs, bertology.mask_of(np.array([0, 1]), 2, 4))
+    assert study["importance_order"][2] == masked  # 20% of 8 heads: the two least important
+
+
+def test_heads_command_writes_importance_pictures_and_a_pruned_model_predict_reads(
+        head, tokenizer, tmp_path, capsys):
+    model_dir = tmp_path / "finetuned"
+    save_head(head, model_dir)
+    tokenizer.save(model_dir)
+    status = main("bert", ["heads", "--model-dir", str(model_dir), "--output-dir",
+                           str(tmp_path / "pictures"), "--dev-size", "6", "--prune", "0.25"])
+    assert status == 0
+    written = json.loads((model_dir / bertology.IMPORTANCE_FILE).read_text())
+    assert np.array(written["importance"]).shape == (2, 4) and written["dev_pairs"] == 6
+    assert (tmp_path / "pictures" / "head_importance.png").stat().st_size > 1000
+    pruned, _ = load_finetuned(tmp_path / "finetuned_pruned25")
+    assert sum(map(len, pruned.backbone.config.pruned_heads.values())) == 2
+    capsys.readouterr()
+    pairs_file = tmp_path / "pairs.tsv"
+    pairs_file.write_text("The cat sat.\tA cat was sitting.\n")
+    assert main("bert", ["predict", str(pairs_file), "--model-dir",
+                         str(tmp_path / "finetuned_pruned25")]) == 0
+    assert capsys.readouterr().out.count("\t") == 3
+
+
+def test_heads_command_without_a_fine_tuned_model_is_one_line(tmp_path, capsys):
+    assert main("bert", ["heads", "--model-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no fine-tuned model" in err
