@@ -16,6 +16,7 @@ the least important up, 10% of them at a time, against random orders, scoring th
 split; ``--prune 0.4`` writes a model without the least important 40% of the heads, chosen
 10% at a time with the importance measured again after each tenth (as Michel et al. prune).
 """
+import functools
 import json
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def masked_scores(head, arrays: dict, head_mask: np.ndarray, batch_size: int = 6
             "f1": f1_score(arrays["labels"], predictions)}
 
 
+@functools.lru_cache(maxsize=4)
 def _masked_forward(head):
     """P(paraphrase) of a batch under a head mask, traced once for every mask and length."""
     signature = {name: tf.TensorSpec([None, None], tf.int32)
