@@ -16,6 +16,7 @@ Files in ``output_dir``: ``model.keras`` (head + backbone), ``vocab.txt`` +
 import dataclasses
 import functools
 import json
+import zipfile
 from pathlib import Path
 
 import keras
@@ -248,6 +249,9 @@ def load_finetuned(output_dir):
     if not path.is_file():
         raise UserError(f"{path}: no fine-tuned model; run `python -m nlp_tutorials.bert "
                         f"finetune` first")
+    if not zipfile.is_zipfile(path):  # Keras would call it "File not found"
+        raise UserError(f"{path}: damaged or not a .keras file (not a whole zip archive); "
+                        f"fine-tune again, or copy the file back whole")
     import nlp_tutorials.bert  # noqa: F401  (registers BERT and GPT with Keras for loading)
 
     try:

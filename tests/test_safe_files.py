@@ -491,10 +491,13 @@ def test_keras_file_of_another_model_or_of_garbage_is_one_line(tmp_path):
     with pytest.raises(UserError, match=r"model\.keras: holds a Functional; expected the "
                                         r"SequenceClassifier"):
         load_finetuned(tmp_path)
-    (tmp_path / "model.keras").write_bytes(b"PK\x03\x04" + bytes(100))
-    with pytest.raises(UserError, match=r"model\.keras: not a model `finetune` wrote") as info:
-        load_finetuned(tmp_path)
-    assert "\n" not in str(info.value)
+    whole = (tmp_path / "model.keras").read_bytes()
+    for damaged in (b"PK\x03\x04" + bytes(100), whole[:len(whole) // 2]):
+        (tmp_path / "model.keras").write_bytes(damaged)
+        with pytest.raises(UserError, match=r"model\.keras: damaged or not a \.keras file "
+                                            r"\(not a whole zip archive\)") as info:
+            load_finetuned(tmp_path)
+        assert "\n" not in str(info.value)
 
 
 def test_damaged_date_transformer_weights_are_one_line(tmp_path):
