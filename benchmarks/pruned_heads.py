@@ -4,7 +4,8 @@
 
 For each share, the least important heads are chosen as ``bert heads --prune`` chooses them (10%
 at a time, importance on the 408 dev pairs measured again after each tenth, each layer keeping
-one) and pruned (``nlp_tutorials.pruning``), and the pruned model is scored on the
+one) and pruned (``nlp_tutorials.pruning``), with ``--recover-epochs`` fine-tuned again as
+``bert heads --recover-epochs`` does, and the pruned model is scored on the
 1,725 MRPC test pairs and timed on them through ``predict``'s path
 (``finetune.paraphrase_probabilities``, batches of 64 pairs trimmed to their longest). The
 models are timed in turn, round after round (median of ``--rounds``), so machine noise hits
@@ -22,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.bertology import iterative_heads_to_prune, kept_heads  # noqa: E402
+from nlp_tutorials.bertology import iterative_heads_to_prune, kept_heads, recover  # noqa: E402
 from nlp_tutorials.data import encode_pairs, load_mrpc  # noqa: E402
 from nlp_tutorials.finetune import (  # noqa: E402
     load_finetuned, paraphrase_probabilities, split_train_dev)
@@ -35,6 +36,8 @@ def main(argv=None):
     parser.add_argument("--model-dir", required=True, help="fine-tuned model folder")
     parser.add_argument("--shares", default="0,0.2,0.4,0.6", help="shares of heads to prune")
     parser.add_argument("--rounds", type=int, default=5, help="timed passes per model")
+    parser.add_argument("--recover-epochs", type=int, default=0,
+                        help="fine-tune each pruned model again for this many epochs (lr 2e-5)")
     args = parser.parse_args(argv)
     head, tokenizer = load_finetuned(args.model_dir)
     max_len = head.backbone.config.max_position_embeddings
@@ -43,6 +46,9 @@ def main(argv=None):
     shares = [float(s) for s in args.shares.split(",")]
     models = {share: pruned_head_model(head, iterative_heads_to_prune(head, dev, share))
               for share in shares}
+    for share, model in models.items():
+        if share and args.recover_epochs:
+            recover(model, tokenizer, args.recover_epochs, printer=lambda line: None)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"TensorFlow {tf.__version__}; {len(test['labels'])} MRPC test pairs")
     times = {share: [] for share in shares}

@@ -14,12 +14,14 @@ averaged over the real query tokens) tells how spread out its attention is.
 ``head_importance.json`` beside the model and draws the two maps; ``--study`` masks heads from
 the least important up, 10% of them at a time, against random orders, scoring the MRPC test
 split; ``--prune 0.4`` writes a model without the least important 40% of the heads, chosen
-10% at a time with the importance measured again after each tenth (as Michel et al. prune).
+10% at a time with the importance measured again after each tenth (as Michel et al. prune),
+and ``--recover-epochs 1`` fine-tunes it once more over the MRPC train pairs.
 """
 import functools
 import json
 from pathlib import Path
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -27,6 +29,7 @@ from nlp_tutorials.data import encode_pairs, load_mrpc
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import write_text_atomic
 from nlp_tutorials.finetune import batches, load_finetuned, save_head, split_train_dev
+from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.metrics import accuracy, f1_score
 from nlp_tutorials.pruning import pruned_head_model
 from nlp_tutorials.visual import pyplot, save_figure
@@ -168,6 +171,29 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
                            and (layer, h) not in already])}
 
 
+def recover(head, tokenizer, epochs: int, learning_rate: float = 2e-5, batch_size: int = 16,
+            max_len: int = 128, seed: int = 1, printer=print) -> None:
+    """Fine-tune a pruned ``head`` again for ``epochs`` passes over all MRPC train pairs.
+
+    Pruning removes what the remaining heads had learnt to work with; a short second
+    fine-tuning at a low rate (AdamW, 10% warm-up, linear decay) lets them adjust. The
+    optimizer is dropped afterwards, as ``finetune`` drops it before saving.
+    """
+    train = encode_pairs(tokenizer, load_mrpc("train"),
+                         min(max_len, head.backbone.config.max_position_embeddings))
+    keras.utils.set_random_seed(seed)
+    head.compile(optimizer=make_optimizer(learning_rate,
+                                          epochs * (len(train["labels"]) // batch_size)))
+    rng = np.random.default_rng(seed)
+    step = None
+    for epoch in range(1, epochs + 1):
+        for batch in batches(train, batch_size, rng, drop_remainder=True):
+            step = step or head.compiled_step(batch)
+            metrics = step(batch)
+        printer(f"recovery epoch {epoch}: train loss {float(metrics['loss']):.3f}")
+    head.optimizer = None
+
+
 def heads_to_prune(importance: np.ndarray, share: float, kept=None) -> dict:
     """``{layer: [head, ...]}``: the least important ``share`` of all heads, each layer keeping
     at least one. ``kept``: per layer the heads the model still has (default: all); heads
@@ -226,7 +252,8 @@ def plot_study(study: dict, path) -> Path:
 
 
 def heads_command(model_dir, output_dir, dev_size: int = 408, study: bool = False,
-                  prune=None, pruned_dir=None, random_orders: int = 3, printer=print) -> dict:
+                  prune=None, pruned_dir=None, random_orders: int = 3, recover_epochs: int = 0,
+                  printer=print) -> dict:
     """``bert heads``: importance and entropy on the dev pairs, then the study and pruning."""
     head, tokenizer = load_finetuned(model_dir)
     max_len = head.backbone.config.max_position_embeddings
@@ -252,6 +279,8 @@ def heads_command(model_dir, output_dir, dev_size: int = 408, study: bool = Fals
     if prune is not None:
         spec = iterative_heads_to_prune(head, encode_pairs(tokenizer, dev, max_len), prune)
         pruned = pruned_head_model(head, spec)
+        if recover_epochs:
+            recover(pruned, tokenizer, recover_epochs, printer=printer)
         pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
         save_head(pruned, pruned_dir)
         tokenizer.save(pruned_dir)

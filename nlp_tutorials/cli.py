@@ -242,6 +242,9 @@ def add_heads_command(commands):
         help="write a copy without this share of the heads, least important first, each layer "
              "keeping one (e.g. 0.4)")
     add("--pruned-dir", help="where the pruned model goes (default <model-dir>_pruned<percent>)")
+    add("--recover-epochs", type=non_negative_int, default=0,
+        help="with --prune: fine-tune the pruned model again for this many passes over the "
+             "MRPC train pairs at lr 2e-5 (default 0)")
 
 
 def add_generate_command(commands, model_dir: str):
@@ -306,11 +309,14 @@ def run_command(model_name: str, args) -> int:
     elif args.command == "generate":
         generate(args)
     elif args.command == "heads":
+        if args.recover_epochs and args.prune is None:
+            raise UserError(f"--recover-epochs {args.recover_epochs}: only with --prune; "
+                            f"expected --prune SHARE as well")
         start_tensorflow()
         from nlp_tutorials.bertology import heads_command
 
         heads_command(args.model_dir, args.output_dir, args.dev_size, args.study, args.prune,
-                      args.pruned_dir, args.random_orders)
+                      args.pruned_dir, args.random_orders, args.recover_epochs)
     elif args.command == "plot":
         plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
     return 0

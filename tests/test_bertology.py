@@ -114,14 +114,16 @@ def test_heads_command_writes_importance_pictures_and_a_pruned_model_predict_rea
     save_head(head, model_dir)
     tokenizer.save(model_dir)
     status = main("bert", ["heads", "--model-dir", str(model_dir), "--output-dir",
-                           str(tmp_path / "pictures"), "--dev-size", "6", "--prune", "0.25"])
+                           str(tmp_path / "pictures"), "--dev-size", "6", "--prune", "0.25",
+                           "--recover-epochs", "1"])
     assert status == 0
+    assert "recovery epoch 1: train loss" in capsys.readouterr().out
     written = json.loads((model_dir / bertology.IMPORTANCE_FILE).read_text())
     assert np.array(written["importance"]).shape == (2, 4) and written["dev_pairs"] == 6
     assert (tmp_path / "pictures" / "head_importance.png").stat().st_size > 1000
     pruned, _ = load_finetuned(tmp_path / "finetuned_pruned25")
     assert sum(map(len, pruned.backbone.config.pruned_heads.values())) == 2
-    capsys.readouterr()
+    assert not np.allclose(pruned.classifier.kernel.numpy(), head.classifier.kernel.numpy())
     pairs_file = tmp_path / "pairs.tsv"
     pairs_file.write_text("The cat sat.\tA cat was sitting.\n")
     assert main("bert", ["predict", str(pairs_file), "--model-dir",
@@ -133,3 +135,6 @@ def test_heads_command_without_a_fine_tuned_model_is_one_line(tmp_path, capsys):
     assert main("bert", ["heads", "--model-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no fine-tuned model" in err
+    assert main("bert", ["heads", "--model-dir", str(tmp_path), "--recover-epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--recover-epochs 1: only with --prune" in err
