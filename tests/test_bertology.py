@@ -108,6 +108,7 @@ def test_masking_study_scores_every_share_in_both_orders(head, pairs):
     assert study["importance_order"][2] == masked  # 20% of 8 heads: the two least important
 
 
+@pytest.mark.slow
 def test_heads_command_writes_importance_pictures_and_a_pruned_model_predict_reads(
         head, tokenizer, tmp_path, capsys):
     model_dir = tmp_path / "finetuned"

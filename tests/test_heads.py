@@ -409,6 +409,7 @@ def repeated_word_choices(rng, n, choices=4):
     return {"input_ids": ids, "token_type_ids": segments, "labels": labels}
 
 
+@pytest.mark.slow
 def test_multiple_choice_picks_the_repeated_word():
     train, test = train_and_test(repeated_word_choices)
     # Matching an option word to a context word is an attention pattern (query and key

@@ -194,7 +194,8 @@ def pretraining_batch(ids, seed=0):
             "nsp_labels": rng.integers(0, 2, len(ids)).astype("int32")}
 
 
-@pytest.mark.parametrize("model_class", [GPT, BERT, Transformer])
+@pytest.mark.parametrize("model_class",
+                         [GPT, BERT, pytest.param(Transformer, marks=pytest.mark.slow)])
 def test_small_batch_is_overfitted(model_class):
     keras.utils.set_random_seed(4)
     model = model_class(tiny_config(model_class.__name__.lower()))

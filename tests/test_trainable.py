@@ -80,6 +80,7 @@ def test_evaluate_averages_step_over_the_batches():
     assert int(model.optimizer.iterations) == 0  # evaluating updates nothing
 
 
+@pytest.mark.slow
 def test_fit_trains_gpt_and_a_classifier_head():
     gpt = tiny(GPT)
     gpt.compile(optimizer=keras.optimizers.Adam(3e-3))
