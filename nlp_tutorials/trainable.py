@@ -102,7 +102,12 @@ class TrainableModel(keras.Model):
         return list(self.__dict__.get("_step_means", {}).values())
 
     def _track(self, values):
-        """Fold one step's metrics into their running means; return the means so far."""
+        """Fold one step's metrics into their running means; return the means so far.
+
+        The means are made when a metric name first appears (``step()`` says which it returns)
+        and kept in the instance's ``__dict__``, out of Keras' attribute tracking: a built
+        Keras model refuses new tracked state, and they are no weights to save.
+        """
         means = self.__dict__.setdefault("_step_means", {})
         for name, value in values.items():
             if name not in means:
