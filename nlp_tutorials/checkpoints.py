@@ -187,20 +187,25 @@ def rewrite_index(model_dir, prefix) -> None:
 
 
 def checkpoint_names(directory) -> list:
-    """The checkpoints in ``directory`` (``ckpt-N``), newest first.
+    """The checkpoints in ``directory`` (``ckpt-N``), newest (highest N) first.
 
-    First those the index file lists, newest first as it orders them; then any other whose
-    files are there, highest N first (all of them when the index file is missing or garbled).
-    A listed checkpoint whose files are gone stays a candidate, so it is reported as damaged.
+    Those the index file lists and any other whose files are there (a run killed between
+    writing ``ckpt-N`` and listing it leaves one), all of them when the index file is missing
+    or garbled. A listed checkpoint whose files are gone stays a candidate, so it is reported
+    as damaged.
     """
     directory = Path(directory)
-    listed = read_index(directory)[0]
-    found = {}
+    names = set(read_index(directory)[0])
     for path in directory.glob("ckpt-*"):
         match = _CHECKPOINT_FILE.fullmatch(path.name)
         if match:
-            found[match[1]] = int(match[2])
-    return listed[::-1] + sorted(set(found) - set(listed), key=found.get, reverse=True)
+            names.add(match[1])
+
+    def step(name):
+        number = re.fullmatch(r"ckpt-(\d+)", name)
+        return int(number[1]) if number else -1
+
+    return sorted(names, key=step, reverse=True)
 
 
 def read_index(directory) -> tuple:

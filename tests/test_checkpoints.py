@@ -120,6 +120,18 @@ def test_without_a_readable_index_file_the_checkpoint_files_are_found_by_name(ru
                      f"checkpoint by file name (ckpt-3, ckpt-2, ckpt-1)"]
 
 
+def test_a_newer_checkpoint_the_index_does_not_list_yet_is_the_one_restored(run_copy):
+    """A run killed between writing ckpt-3 and listing it: the index names ckpt-1 and ckpt-2."""
+    import tensorflow as tf
+
+    model_dir, checkpoints, saved = run_copy
+    tf.compat.v1.train.update_checkpoint_state(str(checkpoints), "ckpt-2", ["ckpt-1", "ckpt-2"])
+    assert "ckpt-3" not in (checkpoints / "checkpoint").read_text()
+    weights, lines = restore_reporting(model_dir)
+    assert_weights_equal(weights, saved[3])
+    assert lines == []
+
+
 def test_two_damaged_checkpoints_and_a_garbled_index_leave_the_oldest(run_copy):
     model_dir, checkpoints, saved = run_copy
     damage(checkpoints / "checkpoint", "zero-filled")
