@@ -17,7 +17,6 @@ split; ``--prune 0.4`` writes a model without the least important 40% of the hea
 10% at a time with the importance measured again after each tenth (as Michel et al. prune),
 and ``--recover-epochs 1`` fine-tunes it once more over the MRPC train pairs.
 """
-import functools
 import json
 from pathlib import Path
 
@@ -27,10 +26,10 @@ import tensorflow as tf
 
 from nlp_tutorials.data import encode_pairs, load_mrpc
 from nlp_tutorials.errors import UserError
+from nlp_tutorials.config import FinetuneConfig
 from nlp_tutorials.files import write_text_atomic
-from nlp_tutorials.finetune import batches, load_finetuned, save_head, split_train_dev
+from nlp_tutorials.finetune import batches, load_finetuned, save_head, scores, split_train_dev
 from nlp_tutorials.optimization import make_optimizer
-from nlp_tutorials.metrics import accuracy, f1_score
 from nlp_tutorials.pruning import pruned_head_model
 from nlp_tutorials.visual import pyplot, save_figure
 
@@ -77,7 +76,8 @@ def importance_and_entropy(head, arrays: dict, head_mask=None) -> tuple[np.ndarr
 
     importance = np.zeros([layers, heads])
     entropy = np.zeros([layers, heads])
-    lengths = np.count_nonzero(arrays["input_ids"], axis=1)  # [PAD] is 0
+    pad = head.backbone.config.pad_token_id
+    lengths = np.sum(arrays["input_ids"] != pad, axis=1)
     for row, length in enumerate(lengths):
         example = {name: arrays[name][row:row + 1, :length]
                    for name in ("input_ids", "token_type_ids")}
@@ -93,51 +93,23 @@ def importance_and_entropy(head, arrays: dict, head_mask=None) -> tuple[np.ndarr
     return importance / np.where(norms > 0, norms, 1.0), entropy
 
 
-def masked_scores(head, arrays: dict, head_mask: np.ndarray, batch_size: int = 64) -> dict:
-    """Accuracy and F1 on ``arrays`` with ``head_mask`` [layers, heads] applied."""
-    forward = _masked_forward(head)
-    inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids", "labels")}
-    probabilities = np.concatenate([
-        forward({k: b[k] for k in ("input_ids", "token_type_ids")},
-                tf.constant(head_mask, tf.float32)).numpy()
-        for b in batches(inputs, batch_size)])
-    predictions = (probabilities > 0.5).astype(np.int32)
-    return {"accuracy": accuracy(arrays["labels"], predictions),
-            "f1": f1_score(arrays["labels"], predictions)}
-
-
-@functools.lru_cache(maxsize=4)
-def _masked_forward(head):
-    """P(paraphrase) of a batch under a head mask, traced once for every mask and length."""
-    signature = {name: tf.TensorSpec([None, None], tf.int32)
-                 for name in ("input_ids", "token_type_ids")}
-    layers, heads = head_shape(head)
-
-    @tf.function(input_signature=[signature, tf.TensorSpec([layers, heads], tf.float32)])
-    def forward(batch, head_mask):
-        logits = head({**batch, "head_mask": head_mask}, training=False)
-        return tf.nn.softmax(tf.cast(logits, tf.float32))[:, 1]
-
-    return forward
-
-
 def masking_study(head, arrays: dict, importance: np.ndarray, random_orders: int = 3,
                   seed: int = 0, printer=print) -> dict:
     """Scores with the least important 0%, 10%, ..., 90% of the heads masked, and the same
     shares masked in ``random_orders`` random orders (the control; their mean is reported)."""
     layers, heads = importance.shape
-    orders = {"importance": np.argsort(importance.ravel(), kind="stable")}
+    least_first = np.argsort(importance.ravel(), kind="stable")
     rng = np.random.default_rng(seed)
     randoms = [rng.permutation(layers * heads) for _ in range(random_orders)]
     result = {"shares": STUDY_SHARES, "importance_order": [], "random_order": []}
     for share in STUDY_SHARES:
         count = round(share * layers * heads)
-        scores = [masked_scores(head, arrays, mask_of(order[:count], layers, heads))
-                  for order in [orders["importance"]] + randoms]
-        result["importance_order"].append(scores[0])
+        scored = [scores(head, arrays, head_mask=mask_of(order[:count], layers, heads))
+                  for order in [least_first] + randoms]
+        result["importance_order"].append(scored[0])
         result["random_order"].append(
-            {name: float(np.mean([s[name] for s in scores[1:]])) for name in scores[0]})
-        printer(f"{share:4.0%} of the heads masked: accuracy {scores[0]['accuracy']:.3f} "
+            {name: float(np.mean([s[name] for s in scored[1:]])) for name in scored[0]})
+        printer(f"{share:4.0%} of the heads masked: accuracy {scored[0]['accuracy']:.3f} "
                 f"(least important first), {result['random_order'][-1]['accuracy']:.3f} "
                 f"(random order, mean of {random_orders})")
     return result
@@ -251,13 +223,13 @@ def plot_study(study: dict, path) -> Path:
         plt.close(fig)
 
 
-def heads_command(model_dir, output_dir, dev_size: int = 408, study: bool = False,
-                  prune=None, pruned_dir=None, random_orders: int = 3, recover_epochs: int = 0,
-                  printer=print) -> dict:
+def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
+                  study: bool = False, prune=None, pruned_dir=None, random_orders: int = 3,
+                  recover_epochs: int = 0, printer=print) -> dict:
     """``bert heads``: importance and entropy on the dev pairs, then the study and pruning."""
     head, tokenizer = load_finetuned(model_dir)
     max_len = head.backbone.config.max_position_embeddings
-    dev = split_train_dev(load_mrpc("train"), dev_size)[1] if dev_size else []
+    dev = split_train_dev(load_mrpc("train"), dev_size)[1]
     if not dev:
         raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")
     importance, entropy = importance_and_entropy(head, encode_pairs(tokenizer, dev, max_len))

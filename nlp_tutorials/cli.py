@@ -231,8 +231,10 @@ def add_heads_command(commands):
         help=f"fine-tuned model from `finetune` (default {default_dir}); head_importance.json "
              f"is written beside it")
     add("--output-dir", default="visual/results", help="pictures (default visual/results)")
-    add("--dev-size", type=positive_int, default=408,
-        help="last MRPC train pairs the importance is measured on (default 408, finetune's dev)")
+    dev_size = FinetuneConfig().dev_size
+    add("--dev-size", type=positive_int, default=dev_size,
+        help=f"last MRPC train pairs the importance is measured on (default {dev_size}, "
+             f"finetune's dev)")
     add("--study", action="store_true",
         help="also mask 0%%, 10%%, ..., 90%% of the heads, least important first and in random "
              "orders, scoring the MRPC test split each time")

@@ -208,7 +208,7 @@ def compiled_step(strategy, model, batch, jit_compile: bool = False, training: b
     """``model.step`` over a global batch, each replica running it on its own rows.
 
     ``batch``: an example global batch, a dict of tensors [global_batch, ...]; as in
-    ``Transformer.compiled_step``, its dtypes and batch size fix the signature and the other
+    ``TrainableModel.compiled_step``, its dtypes and batch size fix the signature and the other
     axes stay open, so batches trimmed to different lengths share one trace. Every worker of a
     multi-worker run feeds the same global batches (the data pipeline is seeded), and each of
     its replicas keeps the rows with its global replica index.
@@ -226,10 +226,11 @@ def compiled_step(strategy, model, batch, jit_compile: bool = False, training: b
         # device CPU:1 from device CPU:0").
         raise UserError(f"--jit compiles the step for one device; with {replicas} replicas "
                         f"drop --jit, or use --strategy default")
-    # The optimizer's slots are made now, as distributed variables: inside the first trace
-    # they would force a second one.
-    with strategy.scope():
-        model.optimizer.build(model.trainable_variables)
+    if training:
+        # The optimizer's slots are made now, as distributed variables: inside the first trace
+        # they would force a second one.
+        with strategy.scope():
+            model.optimizer.build(model.trainable_variables)
 
     # model.step is called directly, not through its own tf.function: the all-reduces inside
     # it (loss weights, gradients) cannot sit in a tf.function nested in strategy.run.

@@ -114,27 +114,38 @@ def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = Fals
 
 
 @functools.lru_cache(maxsize=4)
-def _paraphrase_forward(head):
-    """One traced inference function per head, so repeated evaluations do not retrace."""
+def _paraphrase_forward(head, masked: bool = False):
+    """One traced inference function per head (and with or without a head mask), so repeated
+    evaluations do not retrace."""
     signature = {name: tf.TensorSpec([None, None], tf.int32)
                  for name in ("input_ids", "token_type_ids")}
+    if masked:
+        config = head.backbone.config
+        signature["head_mask"] = tf.TensorSpec(
+            [config.num_hidden_layers, config.num_attention_heads], tf.float32)
     # Logits may be float16 under mixed precision; the probabilities are float32.
     return tf.function(
         lambda b: tf.nn.softmax(tf.cast(head(b, training=False), tf.float32))[:, 1],
         input_signature=[signature])
 
 
-def paraphrase_probabilities(head, arrays: dict, batch_size: int = 64) -> np.ndarray:
-    """P(paraphrase) for every encoded pair: [n] float32."""
-    forward = _paraphrase_forward(head)
+def paraphrase_probabilities(head, arrays: dict, batch_size: int = 64,
+                             head_mask=None) -> np.ndarray:
+    """P(paraphrase) for every encoded pair: [n] float32; ``head_mask`` [layers, heads] is
+    passed to the backbone when given."""
+    forward = _paraphrase_forward(head, head_mask is not None)
     inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids")}
     inputs["labels"] = np.zeros(len(arrays["input_ids"]), np.int32)
-    return np.concatenate([forward({k: b[k] for k in ("input_ids", "token_type_ids")}).numpy()
-                           for b in batches(inputs, batch_size)])
+    extra = {} if head_mask is None else {"head_mask": tf.constant(head_mask, tf.float32)}
+    return np.concatenate([
+        forward({**{k: b[k] for k in ("input_ids", "token_type_ids")}, **extra}).numpy()
+        for b in batches(inputs, batch_size)])
 
 
-def scores(head, arrays) -> dict:
-    predictions = (paraphrase_probabilities(head, arrays) > 0.5).astype(np.int32)
+def scores(head, arrays, head_mask=None) -> dict:
+    """Accuracy and F1 of ``head`` on encoded pairs (under ``head_mask`` when given)."""
+    predictions = (paraphrase_probabilities(head, arrays, head_mask=head_mask) > 0.5).astype(
+        np.int32)
     return {"accuracy": accuracy(arrays["labels"], predictions),
             "f1": f1_score(arrays["labels"], predictions)}
 

@@ -25,8 +25,8 @@ import tensorflow as tf
 
 from nlp_tutorials.kernels import Dropout
 from nlp_tutorials.losses import global_sum, sparse_cross_entropy
-from nlp_tutorials.trainable import TrainableModel
 from nlp_tutorials.masks import MASK_VALUE
+from nlp_tutorials.trainable import TrainableModel
 from nlp_tutorials.transformer import truncated_normal
 
 

@@ -4,8 +4,8 @@ A model (the Transformer family, or a fine-tuning head) defines ``step(batch, tr
 loss of one batch and, when ``training``, one optimiser update, returning a dict of scalar
 metrics. Everything else is built on it:
 
-- :meth:`TrainableModel.compiled_step` traces it once as a ``tf.function`` (the loops in
-  ``training.py`` and ``finetune.py`` call that);
+- :meth:`TrainableModel.compiled_step` traces it once as a ``tf.function`` (evaluation calls
+  that; the training loops call ``distribute.compiled_step``, the same under a strategy);
 - Keras' own loop, ``model.fit(dataset)`` / ``model.evaluate(dataset)``, runs the same
   ``step()`` through ``train_step`` / ``test_step``, so Keras callbacks (TensorBoard,
   ModelCheckpoint, EarlyStopping) see its metrics, averaged over the epoch as Keras' own are.

@@ -12,7 +12,7 @@ from nlp_tutorials.bert import BERT
 from nlp_tutorials.cli import main
 from nlp_tutorials.config import ModelConfig
 from nlp_tutorials.data import encode_pairs, load_mrpc
-from nlp_tutorials.finetune import load_finetuned, save_head
+from nlp_tutorials.finetune import load_finetuned, save_head, scores
 from nlp_tutorials.heads import SequenceClassifier
 from nlp_tutorials.tokenization import WordTokenizer
 
@@ -101,10 +101,10 @@ def test_masking_study_scores_every_share_in_both_orders(head, pairs):
     study = bertology.masking_study(head, pairs, importance, random_orders=2,
                                     printer=lines.append)
     assert study["shares"] == bertology.STUDY_SHARES and len(lines) == 10
-    unmasked = bertology.masked_scores(head, pairs, np.ones([2, 4]))
+    unmasked = scores(head, pairs, head_mask=np.ones([2, 4]))
     assert study["importance_order"][0] == unmasked
     assert study["random_order"][0] == unmasked
-    masked = bertology.masked_scores(head, pairs, bertology.mask_of(np.array([0, 1]), 2, 4))
+    masked = scores(head, pairs, head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
     assert study["importance_order"][2] == masked  # 20% of 8 heads: the two least important
 
 
