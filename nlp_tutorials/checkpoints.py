@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 
 from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import write_text_atomic
 from nlp_tutorials.tokenization import load_tokenizer
 
@@ -280,12 +280,6 @@ def what_went_wrong(error: Exception) -> str:
     if "sstable" in text:
         return f"is garbled or cut short ({text})"
     return f"cannot be read ({text})"
-
-
-def first_line(error: Exception) -> str:
-    """The first line of an error's message (the whole of it is one of TensorFlow's pages)."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def checkpoint_step(prefix) -> int:

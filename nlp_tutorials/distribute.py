@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.errors import UserError, first_line
 
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -172,8 +172,7 @@ def tpu_strategy():
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, tf.errors.OpError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(f"--strategy tpu: no TPU found ({reason}); run on a TPU VM or set "
+        raise UserError(f"--strategy tpu: no TPU found ({first_line(err)}); run on a TPU VM or set "
                         f"TPU_NAME to the TPU's name or grpc:// address") from None
     return tf.distribute.TPUStrategy(resolver)
 

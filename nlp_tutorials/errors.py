@@ -12,3 +12,10 @@ class UserError(ValueError):
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))
+
+
+def first_line(error: Exception) -> str:
+    """The first line of an exception's message (TensorFlow's can run to a page), or its type's
+    name when it has none: what a one-line UserError quotes as the reason."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from nlp_tutorials.config import CONFIG_NAME, BertConfig
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import write_bytes_atomic
 from nlp_tutorials.tokenization import VOCAB_NAME, read_vocab
 
@@ -179,8 +179,7 @@ def read_google_checkpoint(prefix: Path) -> dict:
         # A damaged data file shows only when a tensor is read.
         return {name: reader.get_tensor(name) for name in names}
     except Exception as err:  # TF maps its C++ reader's errors to OpError, IndexError, ...
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise UserError(f"{prefix}: not a readable TF checkpoint ({message})") from None
+        raise UserError(f"{prefix}: not a readable TF checkpoint ({first_line(err)})") from None
 
 
 # ----------------------------------------------------------------------------- loading

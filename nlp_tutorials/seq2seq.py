@@ -18,7 +18,7 @@ import tensorflow as tf
 from nlp_tutorials import dates
 from nlp_tutorials.config import DateTrainConfig, ModelConfig
 from nlp_tutorials.decoding import decode, seq2seq_stepper
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import save_atomic, write_text_atomic
 from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.transformer import Transformer
@@ -90,10 +90,9 @@ def load(model_dir) -> Transformer:
     try:  # an HDF5 file of arrays: h5py parses it, no Python code in it runs
         model.load_weights(model_dir / WEIGHTS_NAME)
     except Exception as error:  # h5py and Keras report a damaged or foreign file in many types
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserError(f"{model_dir / WEIGHTS_NAME}: cannot be read whole ({reason}); train "
-                        f"again with `python -m nlp_tutorials.transformer train --model-dir "
-                        f"{model_dir}`") from None
+        raise UserError(f"{model_dir / WEIGHTS_NAME}: cannot be read whole "
+                        f"({first_line(error)}); train again with `python -m "
+                        f"nlp_tutorials.transformer train --model-dir {model_dir}`") from None
     return model
 
 

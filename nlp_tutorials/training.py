@@ -36,7 +36,7 @@ from nlp_tutorials.checkpoints import (
     restore_checkpoint, training_checkpoint)
 from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import read_json_object, write_text_atomic
 from nlp_tutorials.optimization import WarmupLinearDecay, make_optimizer
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
@@ -363,8 +363,7 @@ def check_xla_available():
     try:
         tf.function(lambda x: x * 2.0, jit_compile=True)(tf.ones([2])).numpy()
     except (tf.errors.OpError, NotImplementedError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserError(f"--jit: this TensorFlow build cannot XLA-compile ({reason}); "
+        raise UserError(f"--jit: this TensorFlow build cannot XLA-compile ({first_line(error)}); "
                         f"run without --jit") from None
 
 
