@@ -253,8 +253,9 @@ class TrainConfig:
     cpu_replicas: int = 0  # 0: not given (mirrored uses the GPUs, or the CPU as one replica)
     precision: str = "float32"
     # No flag sets it: ``train --resume --steps N`` past the planned steps appends one
-    # {"at_step", "from_steps", "to_steps", "rate_at_step"} record, from which the learning-rate
-    # schedule of an extended run is rebuilt (see nlp_tutorials.optimization.WarmupLinearDecay).
+    # {"at_step", "from_steps", "to_steps", "rate_at_step"} record; the schedule of an extended
+    # run is rebuilt from the first record's from_steps and every at_step and to_steps (see
+    # nlp_tutorials.optimization.WarmupLinearDecay); rate_at_step is for the reader of the file.
     schedule_extensions: tuple = ()
 
     # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
