@@ -28,7 +28,8 @@ from nlp_tutorials.data import encode_pairs, load_mrpc
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.config import FinetuneConfig
 from nlp_tutorials.files import write_text_atomic
-from nlp_tutorials.finetune import batches, load_finetuned, save_head, scores, split_train_dev
+from nlp_tutorials.finetune import (
+    load_finetuned, save_head, scores, split_train_dev, train_epoch)
 from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.pruning import pruned_head_model
 from nlp_tutorials.visual import pyplot, save_figure
@@ -159,9 +160,8 @@ def recover(head, tokenizer, epochs: int, learning_rate: float = 2e-5, batch_siz
     rng = np.random.default_rng(seed)
     step = None
     for epoch in range(1, epochs + 1):
-        for batch in batches(train, batch_size, rng, drop_remainder=True):
-            step = step or head.compiled_step(batch)
-            metrics = step(batch)
+        metrics, step = train_epoch(head, train, batch_size, rng, tf.distribute.get_strategy(),
+                                    step)
         printer(f"recovery epoch {epoch}: train loss {float(metrics['loss']):.3f}")
     head.optimizer = None
 

@@ -150,6 +150,16 @@ def scores(head, arrays, head_mask=None) -> dict:
             "f1": f1_score(arrays["labels"], predictions)}
 
 
+def train_epoch(head, train: dict, batch_size: int, rng, strategy, step_fn=None):
+    """One pass over the encoded ``train`` pairs in random length-grouped batches (the last
+    partial one dropped). ``step_fn``: the compiled step of an earlier epoch, or None to compile
+    it from the first batch. Returns (the last step's metrics, the compiled step)."""
+    for batch in batches(train, batch_size, rng, drop_remainder=True):
+        step_fn = step_fn or distribute.compiled_step(strategy, head, batch)
+        metrics = step_fn(batch)
+    return metrics, step_fn
+
+
 def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores).
 
@@ -174,9 +184,7 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
     step_fn = None
     best = (-1.0, None, None)
     for epoch in range(1, config.epochs + 1):
-        for batch in batches(train, config.batch_size, rng, drop_remainder=True):
-            step_fn = step_fn or distribute.compiled_step(strategy, head, batch)
-            metrics = step_fn(batch)
+        metrics, step_fn = train_epoch(head, train, config.batch_size, rng, strategy, step_fn)
         report = f"seed {seed} epoch {epoch}: train loss {float(metrics['loss']):.3f}"
         if dev is None:
             printer(report)
