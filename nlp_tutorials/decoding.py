@@ -75,6 +75,8 @@ def gpt_stepper(model, batch: int, cached: bool = True, compiled: bool = True):
     quicker for a handful of tokens from a tiny model, as in the tests).
     """
     if cached:
+        # An empty prompt of ``batch`` rows: GPT's cache starts from the batch size alone, and
+        # the prompt itself goes through decode_step like every later token.
         cache = model.start_cache({"input_ids": tf.zeros([batch, 0], tf.int32)})
         return _compile(model.decode_step, compiled, _IDS, cache), cache
 
