@@ -109,10 +109,15 @@ class TrainableModel(keras.Model):
         Keras model refuses new tracked state, and they are no weights to save.
         """
         means = self.__dict__.setdefault("_step_means", {})
+        # Under tf.distribute each replica's metric is its share of the global batch's (the
+        # losses divide by the global batch), so the shares add up to it; the Mean averages
+        # what the replicas add, hence the factor.
+        context = tf.distribute.get_replica_context()
+        replicas = 1 if context is None else context.num_replicas_in_sync
         for name, value in values.items():
             if name not in means:
                 # Created eagerly, outside the step being traced, so the trace may use them.
                 with tf.init_scope():
                     means[name] = keras.metrics.Mean(name=name)
-            means[name].update_state(value)
+            means[name].update_state(value * replicas)
         return {name: means[name].result() for name in values}

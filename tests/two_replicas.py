@@ -10,6 +10,8 @@ per scenario; the assertions live in test_distribute.py.
 - ``resume``: pre-train 6 steps on one device; resume its step-2 checkpoint under ``mirrored``;
   resume that run's step-4 checkpoint (saved under ``mirrored``) on one device again; the
   final weights of the three runs, and the step each began at.
+- ``keras_evaluate``: Keras' ``evaluate`` of a tiny BERT under ``mirrored`` against its
+  ``step(training=False)`` on one device, same weights and global batch.
 """
 import json
 import re
@@ -106,6 +108,20 @@ def scenario_one_step(work):
             "bert_adamw": one_step(BERT, tiny("bert"), adamw)}
 
 
+def scenario_keras_evaluate():
+    """Keras' evaluate under mirrored and BERT's step on one device, on the same global batch."""
+    keras.utils.set_random_seed(0)
+    single = BERT(tiny("bert"))
+    batch = global_batch()
+    expected = {name: float(value) for name, value in single.step(batch, training=False).items()}
+    with MIRRORED.scope():
+        model = BERT(tiny("bert"))
+        model.set_weights(single.get_weights())
+        model.compile(optimizer=keras.optimizers.SGD(0.0))
+    result = model.evaluate(tf.data.Dataset.from_tensors(batch), return_dict=True, verbose=0)
+    return {"single": expected, "mirrored": {name: float(v) for name, v in result.items()}}
+
+
 def rewind(source: Path, target: Path, step: int):
     """A copy of run ``source`` whose newest checkpoint is the one of ``step``."""
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("checkpoints", "logs"))
@@ -154,4 +170,5 @@ def scenario_resume(work):
 
 if __name__ == "__main__":
     work = Path(sys.argv[1])
-    print(json.dumps({"one_step": scenario_one_step(work), "resume": scenario_resume(work)}))
+    print(json.dumps({"one_step": scenario_one_step(work), "resume": scenario_resume(work),
+                      "keras_evaluate": scenario_keras_evaluate()}))
