@@ -50,48 +50,68 @@ def kept_heads(head) -> list[list[int]]:
     return [block.attention.kept_heads for block in head.backbone.encoder.blocks]
 
 
-def importance_and_entropy(head, arrays: dict, head_mask=None) -> tuple[np.ndarray, np.ndarray]:
-    """Each head's importance (normalised per layer) and mean attention entropy over ``arrays``.
-
-    ``arrays``: encoded pairs with ``labels`` (as ``data.encode_pairs`` makes them). Examples go
-    one at a time, each trimmed to its own length, so the absolute value is taken per example.
-    ``head_mask`` [layers, heads] (default: ones) is the point the gradient is taken at.
-    Returns two float64 arrays [layers, heads]; a pruned head has importance 0 and entropy NaN.
-    """
-    layers, heads = head_shape(head)
-    signature = {name: tf.TensorSpec([1, None], tf.int32)
-                 for name in ("input_ids", "token_type_ids")}
-    signature["labels"] = tf.TensorSpec([1], tf.int32)
-    head_mask = tf.constant(np.ones([layers, heads]) if head_mask is None else head_mask,
-                            tf.float32)
-
-    @tf.function(input_signature=[signature])
-    def gradient_and_entropy(example):
-        with tf.GradientTape() as tape:
-            tape.watch(head_mask)
-            loss, _ = head.loss_and_metrics({**example, "head_mask": head_mask})
-        outputs = head.backbone({**example, "head_mask": head_mask})
-        entropies = [tf.reduce_mean(-tf.reduce_sum(p * tf.math.log(p + 1e-12), -1), [0, 2])
-                     for p in outputs["attentions"]["encoder"]]  # layers x [kept heads]
-        return tape.gradient(loss, head_mask), entropies
-
-    importance = np.zeros([layers, heads])
-    entropy = np.zeros([layers, heads])
+def one_by_one(head, arrays: dict):
+    """The encoded pairs of ``arrays`` one at a time, each trimmed to its own length: dicts of
+    ``input_ids``, ``token_type_ids`` [1, length] and ``labels`` [1]."""
     pad = head.backbone.config.pad_token_id
-    lengths = np.sum(arrays["input_ids"] != pad, axis=1)
-    for row, length in enumerate(lengths):
+    for row, length in enumerate(np.sum(arrays["input_ids"] != pad, axis=1)):
         example = {name: arrays[name][row:row + 1, :length]
                    for name in ("input_ids", "token_type_ids")}
         example["labels"] = arrays["labels"][row:row + 1]
-        gradient, entropies = gradient_and_entropy(example)
-        importance += np.abs(gradient.numpy())
-        for layer, (kept, values) in enumerate(zip(kept_heads(head), entropies)):
-            entropy[layer, kept] += values.numpy()
-    norms = np.linalg.norm(importance, axis=1, keepdims=True)
-    entropy /= max(len(lengths), 1)
+        yield example
+
+
+def example_signature():
+    """The tf.function input signature of one :func:`one_by_one` example."""
+    signature = {name: tf.TensorSpec([1, None], tf.int32)
+                 for name in ("input_ids", "token_type_ids")}
+    signature["labels"] = tf.TensorSpec([1], tf.int32)
+    return signature
+
+
+def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
+    """Each head's importance over ``arrays``, normalised per layer: [layers, heads] float64.
+
+    ``arrays``: encoded pairs with ``labels`` (as ``data.encode_pairs`` makes them). Pairs go
+    one at a time, so the absolute value is taken per pair. ``head_mask`` [layers, heads]
+    (default: ones) is the point the gradient is taken at. A pruned head has importance 0.
+    """
+    layers, heads = head_shape(head)
+    head_mask = tf.constant(np.ones([layers, heads]) if head_mask is None else head_mask,
+                            tf.float32)
+
+    @tf.function(input_signature=[example_signature()])
+    def gradient(example):
+        with tf.GradientTape() as tape:
+            tape.watch(head_mask)
+            loss, _ = head.loss_and_metrics({**example, "head_mask": head_mask})
+        return tape.gradient(loss, head_mask)
+
+    total = sum(np.abs(gradient(example).numpy()) for example in one_by_one(head, arrays))
+    norms = np.linalg.norm(total, axis=1, keepdims=True)
+    return total / np.where(norms > 0, norms, 1.0)
+
+
+def entropy(head, arrays: dict) -> np.ndarray:
+    """Each head's attention entropy (nats), averaged over the query tokens of ``arrays``'
+    pairs and then over the pairs: [layers, heads] float64, NaN for a pruned head."""
+    layers, heads = head_shape(head)
+
+    @tf.function(input_signature=[example_signature()])
+    def entropies(example):
+        attentions = head.backbone(example)["attentions"]["encoder"]
+        return [tf.reduce_mean(-tf.reduce_sum(p * tf.math.log(p + 1e-12), -1), [0, 2])
+                for p in attentions]  # layers x [kept heads]
+
+    total, count = np.zeros([layers, heads]), 0
+    for example in one_by_one(head, arrays):
+        for layer, (kept, values) in enumerate(zip(kept_heads(head), entropies(example))):
+            total[layer, kept] += values.numpy()
+        count += 1
+    mean = total / max(count, 1)
     for layer, kept in enumerate(kept_heads(head)):
-        entropy[layer, [h for h in range(heads) if h not in kept]] = np.nan
-    return importance / np.where(norms > 0, norms, 1.0), entropy
+        mean[layer, [h for h in range(heads) if h not in kept]] = np.nan
+    return mean
 
 
 def masking_study(head, arrays: dict, importance: np.ndarray, random_orders: int = 3,
@@ -135,9 +155,9 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
     reached = 0.0
     while reached < share:
         reached = min(share, reached + step)
-        importance = importance_and_entropy(head, arrays, mask)[0]
+        measured = importance(head, arrays, mask)
         kept = [[h for h in range(heads) if mask[layer, h]] for layer in range(layers)]
-        for layer, chosen in heads_to_prune(importance, reached, kept).items():
+        for layer, chosen in heads_to_prune(measured, reached, kept).items():
             mask[layer, chosen] = 0.0
     return {layer: chosen for layer in range(layers)
             if (chosen := [h for h in range(heads) if not mask[layer, h]
@@ -186,13 +206,13 @@ def heads_to_prune(importance: np.ndarray, share: float, kept=None) -> dict:
     return {layer: sorted(chosen_heads) for layer, chosen_heads in sorted(chosen.items())}
 
 
-def plot_importance(importance, entropy, path) -> Path:
+def plot_importance(importance_map, entropy_map, path) -> Path:
     """Two layers x heads heatmaps side by side: importance and attention entropy."""
     plt = pyplot()
-    layers, heads = importance.shape
+    layers, heads = importance_map.shape
     fig, axes = plt.subplots(1, 2, figsize=(2 + 0.9 * heads, 1.2 + 0.5 * layers))
-    for axis, values, title in ((axes[0], importance, "importance (normalised per layer)"),
-                                (axes[1], entropy, "attention entropy (nats)")):
+    for axis, values, title in ((axes[0], importance_map, "importance (normalised per layer)"),
+                                (axes[1], entropy_map, "attention entropy (nats)")):
         image = axis.imshow(values, cmap="viridis", aspect="auto")
         axis.set(title=title, xlabel="head", ylabel="layer", xticks=range(heads),
                  yticks=range(layers))
@@ -232,24 +252,25 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
     dev = split_train_dev(load_mrpc("train"), dev_size)[1]
     if not dev:
         raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")
-    importance, entropy = importance_and_entropy(head, encode_pairs(tokenizer, dev, max_len))
+    dev_pairs = encode_pairs(tokenizer, dev, max_len)
+    importance_map, entropy_map = importance(head, dev_pairs), entropy(head, dev_pairs)
     path = Path(model_dir) / IMPORTANCE_FILE
     write_text_atomic(path, json.dumps({
-        "importance": importance.tolist(), "entropy": np.where(
-            np.isnan(entropy), None, entropy).tolist(), "dev_pairs": len(dev),
+        "importance": importance_map.tolist(), "entropy": np.where(
+            np.isnan(entropy_map), None, entropy_map).tolist(), "dev_pairs": len(dev),
         "kept_heads": kept_heads(head)}, indent=1) + "\n")
-    picture = plot_importance(importance, entropy, Path(output_dir) / "head_importance.png")
+    picture = plot_importance(importance_map, entropy_map, Path(output_dir) / "head_importance.png")
     printer(f"head importance of {len(dev)} dev pairs written to {path}; picture {picture}")
-    result = {"importance": importance, "entropy": entropy}
+    result = {"importance": importance_map, "entropy": entropy_map}
     if study:
         test = encode_pairs(tokenizer, load_mrpc("test"), max_len)
-        result["study"] = masking_study(head, test, importance, random_orders, printer=printer)
+        result["study"] = masking_study(head, test, importance_map, random_orders, printer=printer)
         write_text_atomic(Path(model_dir) / STUDY_FILE,
                           json.dumps(result["study"], indent=1) + "\n")
         picture = plot_study(result["study"], Path(output_dir) / "head_masking_study.png")
         printer(f"study written to {Path(model_dir) / STUDY_FILE}; picture {picture}")
     if prune is not None:
-        spec = iterative_heads_to_prune(head, encode_pairs(tokenizer, dev, max_len), prune)
+        spec = iterative_heads_to_prune(head, dev_pairs, prune)
         pruned = pruned_head_model(head, spec)
         if recover_epochs:
             recover(pruned, tokenizer, recover_epochs, printer=printer)
