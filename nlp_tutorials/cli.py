@@ -8,6 +8,7 @@ line, ``<prog>: error: <what and why>``, and exits with status 2; Ctrl-C during 
 a checkpoint and exits with status 130.
 """
 import argparse
+import functools
 import signal
 import sys
 from pathlib import Path
@@ -278,13 +279,17 @@ def train_defaults(model_name: str) -> dict:
 
 
 def main(model_name: str, argv=None) -> int:
-    """Run one command; returns the process exit status."""
+    """Run one command of ``python -m nlp_tutorials.<model_name>``; returns the exit status.
+
+    A UserError is printed as one line, ``<prog> <command>: error: <message>``, status 2.
+    """
     if model_name == "transformer":
-        return transformer_main(argv)
-    parser = build_parser(model_name)
+        parser, run = build_transformer_parser(), run_transformer_command
+    else:
+        parser, run = build_parser(model_name), functools.partial(run_command, model_name)
     args = parser.parse_args(argv)
     try:
-        return run_command(model_name, args)
+        return run(args)
     except UserError as err:
         print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -439,20 +444,8 @@ def build_transformer_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def transformer_main(argv=None) -> int:
-    """``python -m nlp_tutorials.transformer <command>``; returns the exit status."""
-    parser = build_transformer_parser()
-    args = parser.parse_args(argv)
-    try:
-        run_transformer_command(args)
-    except UserError as err:
-        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def run_transformer_command(args) -> None:
-    """Run the parsed command of ``python -m nlp_tutorials.transformer``."""
+def run_transformer_command(args) -> int:
+    """Run the parsed command of ``python -m nlp_tutorials.transformer``; the exit status."""
     if args.command == "train":
         config, _ = config_from_args(DateTrainConfig, args)
         start_tensorflow()
@@ -477,6 +470,7 @@ def run_transformer_command(args) -> None:
         export_seq2seq(args.model_dir, args.n, args.output)
     elif args.command == "plot":
         plot(args.input, args.output_dir, args.case, args.layer, args.head, "transformer")
+    return 0
 
 
 def export_seq2seq(model_dir, n: int, output) -> Path:
