@@ -97,14 +97,16 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,
-                   weight_decay: float = 0.01, extensions=()):
-    """AdamW as BERT: beta2 0.999, epsilon 1e-6, no weight decay on LayerNorm or biases.
+                   weight_decay: float = 0.01):
+    """AdamW as BERT (:func:`bert_adamw`), its rate warming up linearly to ``learning_rate``
+    over ``warmup_fraction`` of ``steps``, then decaying linearly to 0 at ``steps``."""
+    return bert_adamw(WarmupLinearDecay(learning_rate, int(warmup_fraction * steps), steps),
+                      weight_decay)
 
-    The rate warms up linearly to ``learning_rate`` over ``warmup_fraction`` of ``steps``,
-    then decays linearly to 0 at ``steps``; ``extensions``, (step, steps) pairs, lengthen a
-    run as :class:`WarmupLinearDecay` says.
-    """
-    schedule = WarmupLinearDecay(learning_rate, int(warmup_fraction * steps), steps, extensions)
+
+def bert_adamw(schedule, weight_decay: float = 0.01):
+    """AdamW as BERT, following ``schedule``: beta2 0.999, epsilon 1e-6, no weight decay on
+    LayerNorm or biases."""
     optimizer = AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9,
                       beta_2=0.999, epsilon=1e-6)
     optimizer.exclude_from_weight_decay(var_names=["norm", "bias"])

@@ -38,7 +38,7 @@ from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.optimization import WarmupLinearDecay, make_optimizer
+from nlp_tutorials.optimization import WarmupLinearDecay, bert_adamw
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
@@ -224,12 +224,9 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
     Given ``restore_from`` (a checkpoint's path prefix, on ``--resume``), that checkpoint is
     restored into both, every variable accounted for.
     """
-    schedule = run_schedule(config)
     with strategy.scope():
         model = build_model(model_config, config.seed)
-        model.compile(optimizer=make_optimizer(
-            config.learning_rate, schedule.total, config.warmup_fraction, config.weight_decay,
-            schedule.extensions))
+        model.compile(optimizer=bert_adamw(run_schedule(config), config.weight_decay))
         model.optimizer.build(model.trainable_variables)
         checkpoint = training_checkpoint(model, model.optimizer)
         if restore_from:
