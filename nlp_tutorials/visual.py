@@ -65,12 +65,20 @@ def save_attention_pickle(path, model_name, src_tokens, attentions, tgt_tokens=N
     Returns the path written.
     """
     path = Path(path)
+    data = attention_data(model_name, src_tokens, attentions, tgt_tokens, queries, keys,
+                          segments, where=path)
+    write_bytes_atomic(path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+def attention_data(model_name, src_tokens, attentions, tgt_tokens=None, queries=None, keys=None,
+                   segments=None, where="attention data") -> dict:
+    """The checked contents of an attention pickle, as :func:`load_attention_pickle` returns
+    them (arguments as :func:`save_attention_pickle`'s); errors name ``where``."""
     data = {"model": model_name, "src": src_tokens, "attentions": attentions}
     optional = {"tgt": tgt_tokens, "queries": queries, "keys": keys, "segments": segments}
     data.update({key: value for key, value in optional.items() if value is not None})
-    data = _validate(data, path)
-    write_bytes_atomic(path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
-    return path
+    return _validate(data, where)
 
 
 def collect_attention(model, tokenizer, n, split="test") -> dict:

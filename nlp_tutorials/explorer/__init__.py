@@ -36,6 +36,7 @@ WEIGHT_LEVELS = 255  # attention weights are stored as bytes 0..255 = weight 0..
 WEIGHT_ERROR = 0.5 / WEIGHT_LEVELS  # the most a stored weight can differ from the exported one
 VECTOR_LEVELS = 127  # query/key components are stored as signed bytes -127..127
 VIEWS = ("head", "model", "neuron")
+DEFAULT_EXAMPLES = 8  # examples run through a model: each one costs page size
 NOTE = ("Numbers in this file are stored compactly: each attention weight as one byte "
         "(weight = byte / 255, within 1/510 ≈ 0.002 of the model's), each query and key "
         "component as a signed byte with one scale per example, layer and head (within half a "
@@ -200,3 +201,80 @@ def write_explorer(path, data, importance=None, initial=None, title="") -> Path:
         raise UserError(f"{path}: cannot write the explorer page ({err.strerror or err}); "
                         f"expected a writable file path") from None
     return path
+
+
+def collect_from_model(model_name: str, model_dir, n: int) -> dict:
+    """Run the model in ``model_dir`` on ``n`` examples; the contents of an attention pickle.
+
+    ``transformer``: the date model ``transformer train`` saves, on held-out dates. ``bert`` /
+    ``gpt``: a pre-trained model folder (checkpoints, from ``train``) or a fine-tuned one
+    (``model.keras``, from ``bert finetune``: its BERT backbone), on MRPC test pairs. Loads
+    TensorFlow.
+    """
+    from nlp_tutorials.visual import attention_data
+
+    return attention_data(**run_model(model_name, model_dir, n), where=model_dir)
+
+
+def run_model(model_name: str, model_dir, n: int) -> dict:
+    """:func:`collect_from_model`'s numbers, as keyword arguments of ``attention_data``."""
+    from nlp_tutorials.startup import start_tensorflow
+
+    start_tensorflow()
+    if model_name == "transformer":
+        from nlp_tutorials.seq2seq import collect_attention, load
+
+        return collect_attention(load(model_dir), n)
+    from nlp_tutorials.finetune import MODEL_FILE
+    from nlp_tutorials.visual import collect_attention
+
+    if (Path(model_dir) / MODEL_FILE).is_file():
+        from nlp_tutorials.finetune import load_finetuned
+
+        classifier, tokenizer = load_finetuned(model_dir)
+        return collect_attention(classifier.backbone, tokenizer, n)
+    from nlp_tutorials.checkpoints import restore_model
+
+    model, tokenizer = restore_model(model_dir, model_name)
+    return collect_attention(model, tokenizer, n)
+
+
+def first_examples(data: dict, n: int) -> dict:
+    """``data`` (an attention pickle's contents) cut to its first ``n`` examples."""
+    cut = {key: data[key][:n] for key in ("src", "tgt", "segments") if key in data}
+    for kind in ("attentions", "queries", "keys"):
+        if kind in data:
+            cut[kind] = {entry: [layer[:n] for layer in layers]
+                         for entry, layers in data[kind].items()}
+    return {**data, **cut}
+
+
+def explore(model_name: str, output, model_dir=None, pickle_path=None, n=None, example=0,
+            layer=0, head=0, view="head", importance_path=None) -> Path:
+    """``explore``: collect (or read) the attention, check the start view, write the page.
+
+    From ``pickle_path`` (an export) all its examples, or the first ``n``; else from
+    ``model_dir``, ``n`` examples (default 8). The head importance comes from
+    ``importance_path``, else from a head_importance.json beside the model or pickle.
+    """
+    if pickle_path is not None:
+        from nlp_tutorials.visual import load_attention_pickle
+
+        data = load_attention_pickle(pickle_path, model_name)
+        if data["model"] != model_name:
+            raise UserError(f"{pickle_path}: holds {data['model']} attention; expected "
+                            f"{model_name} (use `python -m nlp_tutorials.{data['model']} "
+                            f"explore`)")
+        data = first_examples(data, n or len(data["src"]))
+        folder, source = Path(pickle_path).parent, pickle_path
+    else:
+        data = collect_from_model(model_name, model_dir, n or DEFAULT_EXAMPLES)
+        folder, source = model_dir, model_dir
+    initial = check_initial(data, example, layer, head, view)
+    if importance_path is not None:
+        encoder = data["attentions"]["encoder"]
+        importance = read_importance(importance_path, len(encoder), encoder[0].shape[1])
+    else:
+        importance = importance_beside(folder, data)
+    return write_explorer(output, data, importance, initial,
+                          title=f"{model_name} attention: {Path(source).name}")
