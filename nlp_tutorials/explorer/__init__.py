@@ -22,6 +22,8 @@ or reads an exported pickle, and hands them here.
 """
 import base64
 import json
+import os
+import shutil
 import zlib
 from importlib import resources
 from pathlib import Path
@@ -278,3 +280,12 @@ def explore(model_name: str, output, model_dir=None, pickle_path=None, n=None, e
         importance = importance_beside(folder, data)
     return write_explorer(output, data, importance, initial,
                           title=f"{model_name} attention: {Path(source).name}")
+
+
+def find_chromium():
+    """The Chromium the tests and benchmarks/explorer_speed.py drive, or None: the file named by
+    ``NLP_TUTORIALS_CHROMIUM``, else ``chromium`` or ``chromium-browser`` on the PATH."""
+    named = os.environ.get("NLP_TUTORIALS_CHROMIUM")
+    if named:
+        return named if Path(named).is_file() else None
+    return shutil.which("chromium") or shutil.which("chromium-browser")
