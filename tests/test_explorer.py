@@ -321,3 +321,87 @@ def test_export_saves_vectors_and_segments_without_padding_columns(tmp_path):
     q, k = data["queries"]["encoder"][0], data["keys"]["encoder"][0]
     expected = softmax_attention(q, k, (encoded["input_ids"] != 0).sum(1))
     assert np.abs(data["attentions"]["encoder"][0] - expected).max() < 1e-5
+
+
+# ---------- explore from model folders ----------
+
+def tiny_bert_config(tokenizer):
+    from nlp_tutorials.config import ModelConfig
+
+    return ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=2,
+                       num_attention_heads=2, intermediate_size=32, max_position_embeddings=128)
+
+
+def mrpc_tokenizer():
+    from nlp_tutorials.data import load_mrpc
+    from nlp_tutorials.tokenization import WordTokenizer
+
+    return WordTokenizer.build([text for pair in load_mrpc("test")[:3]
+                                for text in (pair.s1, pair.s2)])
+
+
+def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
+    from nlp_tutorials.bert import BERT
+    from nlp_tutorials.data import encode_pairs, load_mrpc
+    from nlp_tutorials.finetune import save_head
+    from nlp_tutorials.heads import SequenceClassifier
+
+    tokenizer = mrpc_tokenizer()
+    classifier = SequenceClassifier(BERT(tiny_bert_config(tokenizer)))
+    save_head(classifier, tmp_path)
+    tokenizer.save(tmp_path)
+    page = page_json(explorer.explore("bert", tmp_path / "page.html", model_dir=tmp_path, n=3))
+    encoded = encode_pairs(tokenizer, load_mrpc("test")[:3], 128)
+    ids, segments = encoded["input_ids"], encoded["token_type_ids"]
+    attentions = classifier.backbone({"input_ids": ids, "token_type_ids": segments})[
+        "attentions"]["encoder"]
+    for case, example in enumerate(page["examples"]):
+        length = int((ids[case] != 0).sum())
+        assert example["src"] == tokenizer.convert_ids_to_tokens(ids[case][:length])
+        assert example["segments"] == segments[case][:length].tolist()
+        weights, _, _ = decode_entry(example, "encoder", 2, 2, length, length)
+        for layer in range(2):
+            exact = np.asarray(attentions[layer])[case][:, :length, :length]
+            assert np.abs(weights[layer] / 255 - exact).max() <= explorer.WEIGHT_ERROR + 1e-6
+
+
+def test_explore_a_pretraining_folder(tmp_path):
+    import tensorflow as tf
+
+    from nlp_tutorials.bert import BERT
+    from nlp_tutorials.checkpoints import training_checkpoint
+
+    tokenizer = mrpc_tokenizer()
+    config = tiny_bert_config(tokenizer)
+    config.save(tmp_path)
+    tokenizer.save(tmp_path)
+    model = BERT(config)
+    tf.train.CheckpointManager(training_checkpoint(model), str(tmp_path / "checkpoints"),
+                               max_to_keep=1).save()
+    assert run_explore("bert", "--model-dir", tmp_path, "--n", 2, "--output",
+                       tmp_path / "page.html", "--view", "neuron", "--layer", 1) == 0
+    page = page_json(tmp_path / "page.html")
+    assert len(page["examples"]) == 2 and page["has_vectors"] and page["importance"] is None
+    assert page["initial"] == {"example": 0, "layer": 1, "head": 0, "view": "neuron"}
+
+
+def test_explore_the_date_transformer(tmp_path):
+    from nlp_tutorials import dates
+    from nlp_tutorials.config import DateTrainConfig
+    from nlp_tutorials.seq2seq import save
+    from nlp_tutorials.transformer import Transformer
+
+    config = DateTrainConfig(model_dir=str(tmp_path), dim=16, layers=1, heads=2)
+    save(Transformer(config.model_config()), config)
+    page = page_json(explorer.explore("transformer", tmp_path / "page.html",
+                                      model_dir=tmp_path, n=2))
+    assert page["entries"] == ["encoder", "decoder", "encoder_decoder"]
+    assert page["causal"] == {"encoder": False, "decoder": True, "encoder_decoder": False}
+    source = dates.encode_sources(dates.split()[1][:1])[0]
+    example = page["examples"][0]
+    assert example["src"] == [dates.VOCAB[i] for i in source if i != 0]
+    weights, queries, keys = decode_entry(example, "encoder_decoder", 1, 2, len(example["tgt"]),
+                                          len(example["src"]))
+    # Cross-attention rows are softmaxes over the real source tokens: each sums to 1.
+    assert np.abs(weights.sum(-1) / 255 - 1).max() <= len(example["src"]) * explorer.WEIGHT_ERROR
+    assert queries.shape[-1] == keys.shape[-1] == 8
