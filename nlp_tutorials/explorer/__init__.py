@@ -32,7 +32,7 @@ import numpy as np
 
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.visual import AXES, PAD
+from nlp_tutorials.visual import AXES, PAD, _check_index
 
 WEIGHT_LEVELS = 255  # attention weights are stored as bytes 0..255 = weight 0..1
 WEIGHT_ERROR = 0.5 / WEIGHT_LEVELS  # the most a stored weight can differ from the exported one
@@ -99,7 +99,7 @@ def example_blob(data, case) -> dict:
     example["entries"] = {}
     for entry, layers in data["attentions"].items():
         rows, cols = (keep[axis] for axis in AXES[entry])
-        weights = [quantize_weights(layer[case][:, rows][:, :, cols]) for layer in layers]
+        arrays = [quantize_weights(layer[case][:, rows][:, :, cols]) for layer in layers]
         packed = {"size": 0}
         if "queries" in data:
             queries = [quantize_vectors(layer[case][:, rows]) for layer in data["queries"][entry]]
@@ -107,8 +107,8 @@ def example_blob(data, case) -> dict:
             packed = {"size": int(data["queries"][entry][0].shape[-1]),
                       "query_scales": [scale.tolist() for _, scale in queries],
                       "key_scales": [scale.tolist() for _, scale in keys]}
-            weights += [stored for stored, _ in queries] + [stored for stored, _ in keys]
-        example["entries"][entry] = {"bytes": pack(weights), **packed}
+            arrays += [stored for stored, _ in queries] + [stored for stored, _ in keys]
+        example["entries"][entry] = {"bytes": pack(arrays), **packed}
     return example
 
 
@@ -164,8 +164,6 @@ def importance_beside(folder, data):
 
 def check_initial(data, example: int, layer: int, head: int, view: str) -> dict:
     """The view the page opens on; a UserError names any index out of range."""
-    from nlp_tutorials.visual import _check_index
-
     first = next(iter(data["attentions"].values()))
     n = len(data["src"])
     _check_index("--example", example, n, f"the data holds {n} examples")
