@@ -28,7 +28,6 @@ from pathlib import Path
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 
 from nlp_tutorials import explorer  # noqa: E402
 from nlp_tutorials.data import Pair, encode_pairs, load_mrpc  # noqa: E402

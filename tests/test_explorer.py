@@ -7,13 +7,10 @@ The synthetic data below is made the way a model makes it: attention = softmax(q
 import base64
 import configparser
 import json
-import os
 import pickle
 import re
-import shutil
 import zlib
 from pathlib import Path
-from xml.etree import ElementTree
 
 import numpy as np
 import pytest

@@ -14,7 +14,7 @@ import pytest
 
 from nlp_tutorials import explorer
 from nlp_tutorials.visual import attention_data
-from test_explorer import bert_data, pickled, transformer_data
+from test_explorer import bert_data, transformer_data
 
 pytestmark = pytest.mark.slow  # each test drives a Chromium subprocess
 PNG_MAGIC = b"\x89PNG"
