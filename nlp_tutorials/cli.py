@@ -79,6 +79,7 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
                                                 "to a pickle")
     add_export_flags(export.add_argument, defaults.model_dir, model_name, "test pairs")
     add_plot_command(commands, model_name)
+    add_explore_command(commands, defaults.model_dir, model_name, "MRPC test pairs")
     if model_name == "bert":
         add_finetune_commands(commands)
         add_heads_command(commands)
@@ -166,6 +167,42 @@ def add_plot_command(commands, model_name: str):
     plot.add_argument("--layer", type=non_negative_int,
                       help="layer of the line view (default: the last)")
     plot.add_argument("--head", type=non_negative_int, help="head of the line view (default 0)")
+
+
+def add_explore_command(commands, model_dir: str, model_name: str, examples: str):
+    """``explore``: one self-contained HTML page of the attention (nlp_tutorials.explorer)."""
+    output = f"visual/results/{model_name}_explorer.html"
+    explore = commands.add_parser("explore", help="write one HTML page to browse the attention: "
+                                                  "head, model and neuron views")
+    add = explore.add_argument
+    add("--model-dir", help=f"model to run: trained (default {model_dir})"
+                            + (" or fine-tuned (model.keras)" if model_name == "bert" else ""))
+    add("--input", metavar="PICKLE", help="an attention pickle written by export, instead of "
+                                          "running a model")
+    add("--n", type=positive_int, help=f"{examples} to include (default: 8 when running a "
+                                       f"model, every one in --input)")
+    add("--output", default=output, help=f"page to write (default {output})")
+    add("--example", type=non_negative_int, default=0, help="example shown first (default 0)")
+    add("--layer", type=non_negative_int, default=0, help="layer shown first (default 0)")
+    add("--head", type=non_negative_int, default=0, help="head shown first (default 0)")
+    add("--view", choices=("head", "model", "neuron"), default="head",
+        help="view shown first (default head)")
+    add("--importance", metavar="JSON",
+        help="head_importance.json (from `bert heads`) to show in the model view (default: "
+             "the one beside the model or pickle, if there is one)")
+
+
+def explore(model_name: str, args) -> None:
+    if args.input is not None and args.model_dir is not None:
+        raise UserError(f"--input {args.input} and --model-dir {args.model_dir}: expected "
+                        f"one source of attention, not both")
+    from nlp_tutorials.explorer import explore as write_page
+
+    model_dir = args.model_dir or (DateTrainConfig().model_dir if model_name == "transformer"
+                                   else train_defaults(model_name)["model_dir"])
+    path = write_page(model_name, args.output, None if args.input else model_dir, args.input,
+                      args.n, args.example, args.layer, args.head, args.view, args.importance)
+    print(f"explorer page written to {path}")
 
 
 def add_finetune_commands(commands):
@@ -326,6 +363,8 @@ def run_command(model_name: str, args) -> int:
                       args.pruned_dir, args.random_orders, args.recover_epochs)
     elif args.command == "plot":
         plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
+    elif args.command == "explore":
+        explore(model_name, args)
     return 0
 
 
@@ -441,6 +480,7 @@ def build_transformer_parser() -> argparse.ArgumentParser:
                                                 "to a pickle")
     add_export_flags(export.add_argument, defaults.model_dir, "transformer", "held-out dates")
     add_plot_command(commands, "transformer")
+    add_explore_command(commands, defaults.model_dir, "transformer", "held-out dates")
     return parser
 
 
@@ -470,6 +510,8 @@ def run_transformer_command(args) -> int:
         export_seq2seq(args.model_dir, args.n, args.output)
     elif args.command == "plot":
         plot(args.input, args.output_dir, args.case, args.layer, args.head, "transformer")
+    elif args.command == "explore":
+        explore("transformer", args)
     return 0
 
 

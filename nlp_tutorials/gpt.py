@@ -123,6 +123,21 @@ class GPT(Transformer):
                 "hidden_states": hidden_states,
                 "attentions": {"encoder": attentions}}
 
+    def attention_vectors(self, inputs):
+        """``call``'s attention probabilities and the queries and keys that made them.
+
+        ``inputs`` as ``call`` takes them. Returns ``{"attentions", "queries", "keys"}``, each
+        ``{"encoder": [one array per layer]}``: [batch, heads, step, step], [batch, heads, step,
+        head_size] and [batch, heads, step, head_size] (inference mode). Layer i's queries and
+        keys are projected from ``hidden_states[i]``, the input ``call`` returns for it.
+        """
+        outputs = self(inputs, training=False)
+        blocks, states = self.encoder.blocks, outputs["hidden_states"]
+        return {"attentions": outputs["attentions"],
+                "queries": {"encoder": [b.attention.queries(x) for b, x in zip(blocks, states)]},
+                "keys": {"encoder": [b.attention.project(x)["key"]
+                                     for b, x in zip(blocks, states)]}}
+
     def layer_head_mask(self, head_mask):
         """``head_mask`` as [layers, heads] float32 (one [heads] row serves every layer).
 

@@ -22,7 +22,7 @@ from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import save_atomic, write_text_atomic
 from nlp_tutorials.optimization import make_optimizer
 from nlp_tutorials.transformer import Transformer
-from nlp_tutorials.visual import save_attention_pickle
+from nlp_tutorials.visual import as_numpy, save_attention_pickle
 
 WEIGHTS_NAME = "model.weights.h5"
 TRAIN_CONFIG_NAME = "train_config.json"
@@ -109,11 +109,17 @@ def translate(model, texts) -> list:
     return [dates.decode_target(row) for row in ids]
 
 
-def export_attention(model, n: int, path) -> Path:
-    """Pickle the attention of the first ``n`` held-out dates, the decoder reading the target."""
+def collect_attention(model, n: int) -> dict:
+    """Attention, queries and keys of the first ``n`` held-out dates, the decoder reading the
+    target: the keyword arguments of :func:`~nlp_tutorials.visual.save_attention_pickle`."""
     held_out = dates.split()[1][:n]
     src, tgt = dates.encode_sources(held_out), dates.encode_targets(held_out)[:, :-1]
-    model.attend({"src_ids": tf.constant(src), "tgt_ids": tf.constant(tgt)})
-    tokens = [[dates.VOCAB[i] for i in row] for row in src]
-    tgt_tokens = [[dates.VOCAB[i] for i in row] for row in tgt]
-    return save_attention_pickle(path, "transformer", tokens, model.attentions, tgt_tokens)
+    found = model.attention_vectors({"src_ids": tf.constant(src), "tgt_ids": tf.constant(tgt)})
+    return {"model_name": "transformer",
+            "src_tokens": [[dates.VOCAB[i] for i in row] for row in src],
+            "tgt_tokens": [[dates.VOCAB[i] for i in row] for row in tgt], **as_numpy(found)}
+
+
+def export_attention(model, n: int, path) -> Path:
+    """Pickle :func:`collect_attention` of the first ``n`` held-out dates."""
+    return save_attention_pickle(path, **collect_attention(model, n))

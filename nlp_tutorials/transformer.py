@@ -88,13 +88,19 @@ class MultiHeadAttention(keras.layers.Layer):
         return {"key": self.split_heads(self.key(memory)),
                 "value": self.split_heads(self.value(memory))}
 
+    def queries(self, x):
+        """Queries of ``x`` [batch, step, hidden]: [batch, heads, step, head_size]. With the keys
+        of :meth:`project`, ``softmax(q k^T / sqrt(head_size) + mask)`` is what ``call``
+        returns as probabilities (the explorer shows these vectors)."""
+        return self.split_heads(self.query(x))
+
     def empty_cache(self, batch):
         """A cache of no positions yet: key and value [batch, heads, 0, head_size]."""
         empty = tf.zeros([batch, self.heads, 0, self.head_size], self.compute_dtype)
         return {"key": empty, "value": empty}
 
     def call(self, query, memory, mask, training=False, cache=None, head_mask=None):
-        q = self.split_heads(self.query(query))    # [batch, heads, q_step, head_size]
+        q = self.queries(query)                    # [batch, heads, q_step, head_size]
         if memory is None:
             kv = cache
         elif cache is None:
@@ -291,6 +297,12 @@ class Embeddings(keras.layers.Layer):
         return self.dropout(self.norm(x), training=training)  # [batch, step, hidden]
 
 
+def _add_vectors(vectors, stack, attention, query_input, memory):
+    """Append one attention layer's queries and keys (of its inputs) to ``vectors``' ``stack``."""
+    vectors["queries"][stack].append(attention.queries(query_input))
+    vectors["keys"][stack].append(attention.project(memory)["key"])
+
+
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
 class Transformer(TrainableModel):
     """Encoder-decoder Transformer for sequence-to-sequence tasks, and the family's base class.
@@ -361,6 +373,38 @@ class Transformer(TrainableModel):
         return {"logits": self.output_layer(x),  # [batch, t_step, target_vocab]
                 "attentions": {"encoder": enc_probs, "decoder": dec_probs,
                                "encoder_decoder": cross_probs}}
+
+    def attention_vectors(self, inputs):
+        """The attention probabilities of ``call`` and the queries and keys that made them.
+
+        Returns ``{"attentions": ..., "queries": ..., "keys": ...}``, each ``{stack name: [one
+        array per layer]}``: probabilities [batch, heads, q_step, k_step], queries [batch,
+        heads, q_step, head_size], keys [batch, heads, k_step, head_size] (inference mode).
+        Each layer's attention inputs are recomputed from the layer's own input, so nothing is
+        kept on the layers.
+        """
+        src_ids, tgt_ids = inputs["src_ids"], inputs["tgt_ids"]
+        src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
+        encoded, enc_probs, _ = self.encoder(self.src_embeddings(src_ids), src_mask)
+        memory = encoded[-1]  # [batch, s_step, hidden]
+        vectors = {"queries": {"encoder": [], "decoder": [], "encoder_decoder": []},
+                   "keys": {"encoder": [], "decoder": [], "encoder_decoder": []}}
+        for block, x in zip(self.encoder.blocks, encoded):
+            _add_vectors(vectors, "encoder", block.attention, x, x)
+        x, self_mask = self.tgt_embeddings(tgt_ids), self.mask(tgt_ids)
+        dec_probs, cross_probs = [], []
+        for block in self.decoder.blocks:
+            _add_vectors(vectors, "decoder", block.self_attention, x, x)
+            # The cross-attention reads the self-attention sub-layer's output.
+            attended = block.self_attention(x, x, self_mask)[0]
+            _add_vectors(vectors, "encoder_decoder", block.cross_attention,
+                         block.self_norm(x, attended), memory)
+            x, self_probs, probs, _ = block(x, memory, self_mask, src_mask)
+            dec_probs.append(self_probs)
+            cross_probs.append(probs)
+        vectors["attentions"] = {"encoder": enc_probs, "decoder": dec_probs,
+                                 "encoder_decoder": cross_probs}
+        return vectors
 
     def start_cache(self, inputs):
         """The state decoding starts from, for the batch of ``inputs`` (a dict as ``call``'s).

@@ -13,6 +13,14 @@ positions, keys are source positions). For GPT, ``"encoder"`` is the causal self
 so its upper triangle is zero. In every array, ``[example, head, i, j]`` is how much query position
 ``i`` attends to key position ``j``.
 
+Exports also hold what the explorer (:mod:`nlp_tutorials.explorer`) shows in its neuron view,
+the queries and keys whose dot products made each attention score, and for GPT/BERT the segment
+of every token (optional: older pickles lack them)::
+
+     "queries": {entry: [float32 array per layer, shape [n, heads, query_step, head_size]]},
+     "keys":    {entry: [float32 array per layer, shape [n, heads, key_step, head_size]]},
+     "segments": [[0 or 1 per position] per example]    # GPT/BERT: first or second sentence
+
 ``plot`` reads a pickle with :mod:`nlp_tutorials.safe_pickle`, which builds only dicts, lists,
 tuples, strings, numbers and numeric numpy arrays and refuses everything else (``os.system``,
 ``eval``, classes, object arrays) before it runs, so an attention pickle from someone else cannot
@@ -42,38 +50,70 @@ ENTRIES = {
 AXES = {"encoder": ("src", "src"), "decoder": ("tgt", "tgt"), "encoder_decoder": ("tgt", "src")}
 
 
-def save_attention_pickle(path, model_name, src_tokens, attentions, tgt_tokens=None) -> Path:
+def save_attention_pickle(path, model_name, src_tokens, attentions, tgt_tokens=None,
+                          queries=None, keys=None, segments=None) -> Path:
     """Check the attention matrices against the tokens and pickle them atomically to ``path``.
 
     src_tokens: [n][src_step] token strings, padding as "[PAD]".
     attentions: {entry: [array per layer, shape [n, heads, query_step, key_step]]}; arrays may be
         any float type (or tensors numpy can read) and are stored as float32.
     tgt_tokens: [n][tgt_step] target tokens, required for (and only used by) "transformer".
+    queries, keys: optional, both or neither: {entry: [array per layer, shape [n, heads,
+        query_step or key_step, head_size]]}, the vectors whose scaled dot products (plus the
+        mask) are the softmax's input.
+    segments: optional [n][src_step] segment ids (GPT/BERT).
     Returns the path written.
     """
     path = Path(path)
-    data = {"model": model_name, "src": src_tokens, "attentions": attentions}
-    if tgt_tokens is not None:
-        data["tgt"] = tgt_tokens
-    data = _validate(data, path)
+    data = attention_data(model_name, src_tokens, attentions, tgt_tokens, queries, keys,
+                          segments, where=path)
     write_bytes_atomic(path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
     return path
 
 
-def export_attention(model, tokenizer, n, path, split="test") -> Path:
-    """Run the first ``n`` MRPC pairs of ``split`` through a GPT/BERT and pickle its attention.
+def attention_data(model_name, src_tokens, attentions, tgt_tokens=None, queries=None, keys=None,
+                   segments=None, where="attention data") -> dict:
+    """The checked contents of an attention pickle, as :func:`load_attention_pickle` returns
+    them (arguments as :func:`save_attention_pickle`'s); errors name ``where``."""
+    data = {"model": model_name, "src": src_tokens, "attentions": attentions}
+    optional = {"tgt": tgt_tokens, "queries": queries, "keys": keys, "segments": segments}
+    data.update({key: value for key, value in optional.items() if value is not None})
+    return _validate(data, where)
 
-    Pairs are encoded as in training (``[CLS] s1 [SEP] s2 [SEP]``, padded or truncated to the
-    model's ``max_position_embeddings``). Returns the path written.
+
+def collect_attention(model, tokenizer, n, split="test") -> dict:
+    """Run the first ``n`` MRPC pairs of ``split`` through a GPT/BERT; the pickle's contents.
+
+    Pairs are encoded as in training (``[CLS] s1 [SEP] s2 [SEP]``, truncated to the model's
+    ``max_position_embeddings``), padded to the longest pair only. Returns the keyword
+    arguments of :func:`save_attention_pickle`, queries, keys and segments included.
     """
     from nlp_tutorials.data import encode_pairs, load_mrpc
 
     pairs = load_mrpc(split)[:n]
     encoded = encode_pairs(tokenizer, pairs, model.config.max_position_embeddings)
-    model.attend({"input_ids": encoded["input_ids"],
-                  "token_type_ids": encoded["token_type_ids"]})
-    tokens = [tokenizer.convert_ids_to_tokens(row) for row in encoded["input_ids"]]
-    return save_attention_pickle(path, model.config.model_type, tokens, model.attentions)
+    # Columns of padding alone carry no attention worth drawing (a model of 512 positions
+    # would otherwise export [n, heads, 512, 512] per layer for 50-token pairs).
+    longest = int(np.max(np.sum(encoded["input_ids"] != model.config.pad_token_id, axis=1)))
+    ids, segments = (encoded[name][:, :max(longest, 1)]
+                     for name in ("input_ids", "token_type_ids"))
+    found = model.attention_vectors({"input_ids": ids, "token_type_ids": segments})
+    return {"model_name": model.config.model_type,
+            "src_tokens": [tokenizer.convert_ids_to_tokens(row) for row in ids],
+            "segments": segments.tolist(), **as_numpy(found)}
+
+
+def as_numpy(found) -> dict:
+    """``{"attentions", "queries", "keys"}`` of ``attention_vectors`` as float32 numpy arrays."""
+    return {kind: {entry: [np.asarray(layer, np.float32) for layer in layers]
+                   for entry, layers in stacks.items()}
+            for kind, stacks in found.items()}
+
+
+def export_attention(model, tokenizer, n, path, split="test") -> Path:
+    """Pickle the attention, queries and keys of the first ``n`` MRPC pairs of ``split`` (see
+    :func:`collect_attention`). Returns the path written."""
+    return save_attention_pickle(path, **collect_attention(model, tokenizer, n, split))
 
 
 def load_attention_pickle(path, model_name="bert") -> dict:
@@ -229,7 +269,50 @@ def _validate(data, path) -> dict:
         queries, keys = (checked[axis] for axis in AXES[entry])
         checked["attentions"][entry] = _check_layers(
             attentions[entry], entry, (len(queries), len(queries[0]), len(keys[0])), path)
+    checked.update(_check_vectors(data, checked, path))
+    if data.get("segments") is not None:
+        checked["segments"] = _check_segments(data["segments"], checked["src"], path)
     return checked
+
+
+def _check_vectors(data, checked, path) -> dict:
+    """The optional queries and keys of ``data``, checked against the attention they made."""
+    if data.get("queries") is None and data.get("keys") is None:
+        return {}
+    vectors = {}
+    for kind, axis in (("queries", 2), ("keys", 3)):
+        stacks = data.get(kind)
+        if not isinstance(stacks, dict) or set(stacks) != set(checked["attentions"]):
+            raise UserError(f"{path}: {kind!r} must be a dict with exactly "
+                            f"{', '.join(checked['attentions'])} (queries and keys go together)")
+        vectors[kind] = {}
+        for entry, attention in checked["attentions"].items():
+            n, heads = attention[0].shape[:2]
+            step = attention[0].shape[axis]
+            layers = stacks[entry]
+            if not isinstance(layers, (list, tuple)) or len(layers) != len(attention):
+                raise UserError(f"{path}: {kind}[{entry!r}] must be a list of "
+                                f"{len(attention)} arrays, one per layer")
+            arrays = [np.asarray(layer, np.float32) for layer in layers]
+            for index, array in enumerate(arrays):
+                if array.ndim != 4 or array.shape[:3] != (n, heads, step) or not array.shape[3]:
+                    raise UserError(f"{path}: {kind}[{entry!r}] layer {index} has shape "
+                                    f"{array.shape}; expected [{n}, {heads}, {step}, head_size]")
+            vectors[kind][entry] = arrays
+    return vectors
+
+
+def _check_segments(segments, src, path) -> list:
+    """``segments`` as [n][src_step] ints, or a UserError."""
+    shape = (len(src), len(src[0]))
+    try:
+        array = np.asarray(segments)
+    except (TypeError, ValueError, MemoryError, RecursionError):
+        array = None
+    if array is None or array.shape != shape or array.dtype.kind not in "iub":
+        raise UserError(f"{path}: 'segments' must be [n, step] = {list(shape)} integers, "
+                        f"one segment id per source token")
+    return array.astype(int).tolist()
 
 
 def _check_tokens(tokens, key, path) -> list:
