@@ -48,6 +48,7 @@ BATCH = 32
 REFERENCE = r"""
 import json, statistics, sys, time
 import torch
+import transformers
 from transformers import BertForSequenceClassification, BertTokenizerFast
 folder, threads = sys.argv[1], int(sys.argv[2])
 torch.set_num_threads(threads)
@@ -68,7 +69,8 @@ def seconds(run):
     return time.perf_counter() - start
 
 answer(*batches[0]); answer(*singles[0])  # warm-up
-print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
+print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__}),
+      flush=True)
 for line in sys.stdin:
     batch = sum(seconds(lambda: answer(*b)) for b in batches)
     tokenize = sum(seconds(lambda: tokenizer(*b, padding=True, truncation="longest_first",
@@ -201,8 +203,9 @@ def main(argv=None):
 def compare(args, ours, batches, singles):
     """Alternate rounds of ours and the reference; print each round and the medians."""
     reference, versions = start_reference(args, batches, singles)
-    print(f"TensorFlow {tf.__version__}, torch {versions['torch']}, {args.threads} threads each; "
-          f"{args.batches} batches of {BATCH} and {args.singles} single MRPC test pairs a round")
+    print(f"TensorFlow {tf.__version__}, torch {versions['torch']}, transformers "
+          f"{versions['transformers']}, {args.threads} threads each; {args.batches} batches of "
+          f"{BATCH} and {args.singles} single MRPC test pairs a round")
     rounds = []
     for number in range(1, args.rounds + 1):
         mine = summary(ours.round(), args.batches)
