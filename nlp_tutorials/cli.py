@@ -83,6 +83,7 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     if model_name == "bert":
         add_finetune_commands(commands)
         add_heads_command(commands)
+        add_export_model_command(commands)
     if model_name == "gpt":
         add_generate_command(commands, defaults.model_dir)
     return parser
@@ -287,6 +288,23 @@ def add_heads_command(commands):
              "MRPC train pairs at lr 2e-5 (default 0)")
 
 
+def add_export_model_command(commands):
+    """``export-model``: the fine-tuned model as a SavedModel (nlp_tutorials.serving)."""
+    default_dir = FinetuneConfig().output_dir
+    export = commands.add_parser("export-model", help="write the fine-tuned model as a "
+                                                      "SavedModel for TensorFlow Serving")
+    add = export.add_argument
+    add("--model-dir", default=default_dir,
+        help=f"fine-tuned model from `finetune` (default {default_dir})")
+    add("--output", required=True, help="model base folder; the SavedModel goes into "
+                                        "OUTPUT/VERSION")
+    add("--version", type=positive_int, default=1, help="version folder to write (default 1)")
+    add("--overwrite", action="store_true", help="replace an existing version folder")
+    add("--ids-only", action="store_true",
+        help="export predict_ids only, without tensorflow-text's ops (for servers without them, "
+             "e.g. the stock tensorflow/serving image)")
+
+
 def add_generate_command(commands, model_dir: str):
     """``gpt generate``: continue a prompt with the pre-trained GPT."""
     generate = commands.add_parser("generate", help="continue a prompt with the trained GPT")
@@ -365,7 +383,20 @@ def run_command(model_name: str, args) -> int:
         plot(args.input, args.output_dir, args.case, args.layer, args.head, model_name)
     elif args.command == "explore":
         explore(model_name, args)
+    elif args.command == "export-model":
+        export_model(args)
     return 0
+
+
+def export_model(args):
+    """``export-model``: an existing version folder is refused before TensorFlow loads."""
+    from nlp_tutorials.files import refuse_existing
+
+    refuse_existing(Path(args.output) / str(args.version), args.overwrite, "--output")
+    start_tensorflow()
+    from nlp_tutorials.serving import export_model as export_saved_model
+
+    export_saved_model(args.model_dir, args.output, args.version, args.overwrite, args.ids_only)
 
 
 def train(model_name: str, args) -> int:

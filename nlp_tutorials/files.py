@@ -8,6 +8,7 @@ temporary file; one killed outright can leave it behind, named as above and safe
 """
 import json
 import os
+import shutil
 from pathlib import Path
 
 from nlp_tutorials.errors import UserError
@@ -80,3 +81,36 @@ def read_json_object(path) -> dict:
     if not isinstance(values, dict):
         raise UserError(f"{path}: expected a JSON object")
     return values
+
+
+def refuse_existing(path, overwrite: bool, flag: str) -> None:
+    """Raise UserError if ``path`` exists and ``overwrite`` (the ``--overwrite`` flag) is off;
+    ``flag`` names the argument that chose ``path``."""
+    if Path(path).exists() and not overwrite:
+        raise UserError(f"{flag}: {path} already exists; pass --overwrite to replace it")
+
+
+def save_folder_atomic(path, save) -> Path:
+    """Let ``save(tmp)`` write a folder, then make it ``path``, replacing any folder there.
+
+    ``tmp`` is a hidden folder beside ``path``, removed if ``save`` fails. An existing ``path``
+    is first renamed aside and deleted only once the new folder is in place, so a failure at
+    any point leaves the old folder or the new one. Returns ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    old = path.with_name(f".{path.name}.old{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        save(tmp)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    except BaseException:  # Ctrl-C included: no half-written folder is left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not path.exists():
+            os.replace(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return path

@@ -130,16 +130,20 @@ class SequenceClassifier(Head):
         self.build_weights()
 
     def call(self, inputs, training=False):
+        summary = self.summary(inputs, training)  # [batch, hidden]
+        return self.classifier(self.dropout(summary, training=training))  # [batch, num_labels]
+
+    def summary(self, inputs, training=False):
+        """The vector the classifier reads, [batch, hidden]: the pooled ``[CLS]`` vector, or
+        the mean of the final token vectors over the real tokens (``pooling``)."""
         ids = inputs["input_ids"]
         outputs = self.encode(ids, inputs.get("token_type_ids"), training, inputs.get("head_mask"))
         if self.pooling == "cls":
-            summary = outputs["pooled_output"]  # [batch, hidden]
-        else:
-            x = outputs["sequence_output"]  # [batch, step, hidden]
-            real = tf.cast(self.is_real(ids), x.dtype)[:, :, tf.newaxis]  # [batch, step, 1]
-            summary = tf.reduce_sum(x * real, axis=1) / tf.maximum(
-                tf.reduce_sum(real, axis=1), 1.0)  # [batch, hidden]
-        return self.classifier(self.dropout(summary, training=training))  # [batch, num_labels]
+            return outputs["pooled_output"]  # [batch, hidden]
+        x = outputs["sequence_output"]  # [batch, step, hidden]
+        real = tf.cast(self.is_real(ids), x.dtype)[:, :, tf.newaxis]  # [batch, step, 1]
+        return tf.reduce_sum(x * real, axis=1) / tf.maximum(
+            tf.reduce_sum(real, axis=1), 1.0)  # [batch, hidden]
 
     def loss_and_metrics(self, batch, training=False):
         """Sparse cross-entropy and accuracy; mean squared error when ``num_labels=1``."""
