@@ -33,6 +33,9 @@ DESCRIPTION_NAME = "corpus.json"
 FORMAT = "nlp_tutorials pre-training shards"
 SHUFFLE_BUFFER = 10_000
 INTERLEAVE_FILES = 4
+# Every shard stays open while prepare writes (pair i goes to shard i mod N), and a process
+# may hold only so many open files (often 1,024).
+MAX_SHARDS = 512
 COUNTED = ("documents", "empty_documents", "empty_files", "split_lines")  # CorpusCounts' order
 
 
@@ -72,6 +75,9 @@ def prepare_shards(pattern: str, output, shards: int, tokenizer, max_len: int, s
     the description written to ``corpus.json``.
     """
     output = Path(output)
+    if not 1 <= shards <= MAX_SHARDS:
+        raise UserError(f"--shards {shards}: expected 1 to {MAX_SHARDS} (all are written at "
+                        f"once)")
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise UserError(f"--output {output}: already exists and is not an empty folder; "
                         f"choose a new folder")
