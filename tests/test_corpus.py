@@ -442,6 +442,9 @@ def test_two_workers_train_on_their_own_shards(tmp_path, text):
     finally:
         for worker in workers:
             worker.kill()
-    for worker, (out, err) in zip(workers, outputs):
+    counts = [s["examples"] for s in json.loads((shards / "corpus.json").read_text())["shards"]]
+    for index, (worker, (out, err)) in enumerate(zip(workers, outputs)):
         assert worker.returncode == 0, err[-3000:]
         assert "2 replica(s)" in out and "steps 0 -> 3" in out, out
+        # Its epoch is its own shard in its half (4 rows) of each global batch of 8.
+        assert f"{counts[index] // 4} steps per epoch" in out, out
