@@ -239,12 +239,11 @@ def pretraining_pairs(documents, max_tokens: int, rng: random.Random,
         return pool.pop()
 
     def pairs_of(document):
-        others = pool if pool else [previous]
-        if others == [None]:
+        if not pool and previous is None:
             raise UserError("the corpus has one document, and next-sentence prediction needs "
                             "another to draw NotNext segments from; expected at least two "
                             "documents separated by a blank line")
-        return document_pairs(document, others, max_tokens, rng)
+        return document_pairs(document, pool or [previous], max_tokens, rng)
 
     for document in documents:
         pool.append(document)

@@ -6,6 +6,7 @@ position), so every property is verified from the ids alone.
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -339,6 +340,19 @@ def test_other_tokenizer_is_refused(tmp_path, text, tokenizer):
         read_description(tmp_path / "shards")
 
 
+def test_data_folder_errors(tmp_path, text, tokenizer):
+    from nlp_tutorials.shards import read_description
+
+    with pytest.raises(UserError, match="no such folder"):
+        read_description(tmp_path / "nowhere")
+    with pytest.raises(UserError, match="no corpus.json"):
+        read_description(tmp_path)
+    prepare(text, tmp_path / "shards", 2, tokenizer)
+    (tmp_path / "shards" / "shard-00001-of-00002.tfrecord").unlink()
+    with pytest.raises(UserError, match="shard shard-00001-of-00002.tfrecord .* is missing"):
+        read_description(tmp_path / "shards")
+
+
 def test_input_pipeline_of_each_worker(monkeypatch):
     from nlp_tutorials.distribute import input_pipeline
 
@@ -385,18 +399,17 @@ def test_prepare_train_and_resume(tmp_path, text):
     result = run_cli("train", "--resume", "--steps", "5", "--model-dir", str(model_dir),
                      "--no-plots")
     assert result.returncode == 0 and "resuming from checkpoint ckpt-3" in result.stdout
-    # Shards of another vocabulary against this model: refused in one line.
-    other = tmp_path / "other"
-    assert run_cli("prepare", "--corpus", str(text), "--output", str(other), "--max-len", "32",
-                   "--vocab-size", "50").returncode == 0
     result = run_cli("train", "--data", str(shards), "--tokenizer", "wordpiece",
                      "--model-dir", str(tmp_path / "m2"), *TINY)
     assert result.returncode == 2 and "--tokenizer: with --data" in result.stderr
-    from nlp_tutorials.shards import check_same_tokenizer
-    from nlp_tutorials.tokenization import load_tokenizer
-
-    with pytest.raises(UserError, match="another vocabulary"):
-        check_same_tokenizer(other, load_tokenizer(model_dir), model_dir)
+    # The shards prepared again, in the same folder, with another vocabulary: refused.
+    shutil.rmtree(shards)
+    assert run_cli("prepare", "--corpus", str(text), "--output", str(shards), "--max-len", "32",
+                   "--vocab-size", "50").returncode == 0
+    result = run_cli("train", "--resume", "--steps", "6", "--model-dir", str(model_dir),
+                     "--no-plots")
+    assert result.returncode == 2 and "tokenized with another vocabulary" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
