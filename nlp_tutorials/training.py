@@ -63,35 +63,41 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
     if resume:
         config = resumed_config(config, given, model_dir)
         tokenizer = load_tokenizer(model_dir)
+        model_config = ModelConfig.load(model_dir)
         if config.data:  # the shards' ids must mean the model's tokens
             check_same_tokenizer(config.data, tokenizer, model_dir)
-        return config, tokenizer, ModelConfig.load(model_dir), mrpc_train_pairs(config)
-    if holds_checkpoint(model_dir):
-        raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
-                        f"it, or choose another --model-dir")
-    if "vocab_size" in given and config.tokenizer != "wordpiece" and not config.corpus:
-        raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
-                        f"has a vocabulary size to choose")
-    train_pairs = mrpc_train_pairs(config)
-    if train_pairs is None:
-        tokenizer, config = corpus_tokenizer(config, given)
     else:
-        # The vocabulary comes from the TRAIN split only: test words stay unknown.
-        tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
-        if not config.max_len:
-            config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer,
-                                                                              train_pairs))
-    model_config = config.model_config(tokenizer.vocab_size, config.max_len)
-    tokenizer.save(model_dir)
-    model_config.save(model_dir)
-    write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
-                      json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    return config, tokenizer, model_config, train_pairs
+        if holds_checkpoint(model_dir):
+            raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
+                            f"it, or choose another --model-dir")
+        if "vocab_size" in given and config.tokenizer != "wordpiece" and not config.corpus:
+            raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
+                            f"has a vocabulary size to choose")
+        tokenizer, config = run_tokenizer(config, given)
+        model_config = config.model_config(tokenizer.vocab_size, config.max_len)
+        tokenizer.save(model_dir)
+        model_config.save(model_dir)
+        write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
+                          json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+    return config, tokenizer, model_config, mrpc_train_pairs(config)
 
 
 def mrpc_train_pairs(config: TrainConfig):
     """MRPC's train pairs, or None when the run reads a corpus (--corpus or --data)."""
     return None if config.corpus or config.data else load_mrpc("train")
+
+
+def run_tokenizer(config: TrainConfig, given: set):
+    """(tokenizer, config with max_len settled) of a new run: learned from MRPC train, or
+    from the corpus (:func:`corpus_tokenizer`)."""
+    if config.corpus or config.data:
+        return corpus_tokenizer(config, given)
+    train_pairs = load_mrpc("train")
+    # The vocabulary comes from the TRAIN split only: test words stay unknown.
+    tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
+    if not config.max_len:
+        config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer, train_pairs))
+    return tokenizer, config
 
 
 def corpus_tokenizer(config: TrainConfig, given: set):
