@@ -296,6 +296,15 @@ def _check_text_source(config: TrainConfig) -> None:
     if (config.corpus or config.data) and config.nsp_mode != "random":
         raise UserError(f"--nsp-mode {config.nsp_mode}: a corpus has no paraphrase labels; "
                         f"with --corpus or --data only 'random' (IsNext/NotNext) applies")
+    # Checked here, before TensorFlow loads, so a mistyped path answers at once.
+    if config.corpus:
+        from nlp_tutorials.corpus import corpus_files
+
+        corpus_files(config.corpus)
+    if config.data:
+        from nlp_tutorials.shards import read_description
+
+        read_description(config.data)
 
 
 @dataclasses.dataclass

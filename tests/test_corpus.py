@@ -376,11 +376,23 @@ def run_cli(*args, env=None):
 @pytest.mark.parametrize("args, expected", [
     (["--corpus", "a.txt", "--data", "d"], "not allowed with argument"),
     (["--corpus", "a.txt", "--nsp-mode", "paraphrase"], "a corpus has no paraphrase labels"),
+    (["--corpus", "/nowhere/*.txt"], "--corpus /nowhere/*.txt: no file matches"),
+    (["--data", "/nowhere"], "--data /nowhere: no such folder"),
 ])
 def test_train_flag_errors(args, expected):
     result = run_cli("train", *args)
     assert result.returncode == 2 and expected in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_prepare_errors(tmp_path):
+    result = run_cli("prepare", "--corpus", str(tmp_path / "*.txt"), "--output", "x")
+    assert result.returncode == 2 and "no file matches" in result.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine\n\xff\n")
+    result = run_cli("prepare", "--corpus", str(bad), "--output", str(tmp_path / "out"))
+    assert result.returncode == 2 and f"{bad}:2: not valid UTF-8" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--batch-size", "8", "--no-plots"]
