@@ -145,8 +145,8 @@ def add_corpus_flags(train):
                         help="pre-train on the TFRecord shards `prepare` wrote into DIR "
                              "(tokenizer and max_len come from there)")
     train.add_argument("--tokenizer-sample-mb", type=positive_int,
-                       help="with --corpus: learn the vocabulary from the corpus' first this "
-                            "many MB (default 8)")
+                       help=f"with --corpus: learn the vocabulary from the corpus' first "
+                            f"this many MB (default {TrainConfig().tokenizer_sample_mb})")
 
 
 def add_prepare_command(commands):
@@ -164,8 +164,9 @@ def add_prepare_command(commands):
         help="tokenizer learned from the corpus (default word)")
     add("--vocab-size", type=positive_int, default=8000,
         help="most tokens in the learned vocabulary (default 8000)")
-    add("--tokenizer-sample-mb", type=positive_int, default=8,
-        help="learn the vocabulary from the corpus' first this many MB (default 8)")
+    sample_mb = TrainConfig().tokenizer_sample_mb
+    add("--tokenizer-sample-mb", type=positive_int, default=sample_mb,
+        help=f"learn the vocabulary from the corpus' first this many MB (default {sample_mb})")
     add("--tokenizer-from", metavar="MODEL_DIR",
         help="use this model's tokenizer (vocab.txt) instead of learning one")
     add("--seed", type=non_negative_int, default=1, help="pairing seed (default 1)")

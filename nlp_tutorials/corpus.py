@@ -34,8 +34,6 @@ SHORT_SEQUENCE_PROB = 0.1
 DOCUMENT_BUFFER = 1000
 DOCUMENT_PIECE_LINES = 1000
 PAIR_SHUFFLE_BUFFER = 10_000
-# The tokenizer of a --corpus run learns its vocabulary from the corpus' first megabytes.
-DEFAULT_TOKENIZER_SAMPLE_MB = 8
 
 
 def corpus_files(pattern: str) -> list[Path]:

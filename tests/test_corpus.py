@@ -373,6 +373,22 @@ def run_cli(*args, env=None):
                           env={**os.environ, "PYTHONPATH": path, **(env or {})})
 
 
+def fails_without_tensorflow(*args):
+    """Run the command line; assert it failed in one line before importing TensorFlow.
+    Returns that line."""
+    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
+            f"try:\n    status = main('bert', {list(args)!r})\nexcept SystemExit as exit:\n"
+            "    status = exit.code\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
+            "sys.exit(status)\n")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": path})
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    return lines[0]
+
+
 @pytest.mark.parametrize("args, expected", [
     (["--corpus", "a.txt", "--data", "d"], "not allowed with argument"),
     (["--corpus", "a.txt", "--nsp-mode", "paraphrase"], "a corpus has no paraphrase labels"),
@@ -380,19 +396,17 @@ def run_cli(*args, env=None):
     (["--data", "/nowhere"], "--data /nowhere: no such folder"),
 ])
 def test_train_flag_errors(args, expected):
-    result = run_cli("train", *args)
-    assert result.returncode == 2 and expected in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert expected in fails_without_tensorflow("train", *args)
 
 
 def test_prepare_errors(tmp_path):
-    result = run_cli("prepare", "--corpus", str(tmp_path / "*.txt"), "--output", "x")
-    assert result.returncode == 2 and "no file matches" in result.stderr
+    assert "no file matches" in fails_without_tensorflow(
+        "prepare", "--corpus", str(tmp_path / "*.txt"), "--output", "x")
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine\n\xff\n")
-    result = run_cli("prepare", "--corpus", str(bad), "--output", str(tmp_path / "out"))
-    assert result.returncode == 2 and f"{bad}:2: not valid UTF-8" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    assert f"{bad}:2: not valid UTF-8" in fails_without_tensorflow(
+        "prepare", "--corpus", str(bad), "--output", str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
 
 
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--batch-size", "8", "--no-plots"]
