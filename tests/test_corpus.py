@@ -487,3 +487,24 @@ def test_two_workers_train_on_their_own_shards(tmp_path, text):
         assert "2 replica(s)" in out and "steps 0 -> 3" in out, out
         # Its epoch is its own shard in its half (4 rows) of each global batch of 8.
         assert f"{counts[index] // 4} steps per epoch" in out, out
+
+
+def test_wordpiece_corpus_with_whole_word_masking(text):
+    wordpiece = corpus.learn_tokenizer("wordpiece", 120, [text], 1)
+    assert wordpiece.vocab_size == 120 and wordpiece.continuation_ids
+    data = CorpusData(str(text), wordpiece, max_len=32, seed=0, whole_word_mask=True)
+    batch = next(data.epoch_batches(0, 8))
+    weights = batch["mlm_weights"] > 0
+    rows = np.nonzero(weights)[0]
+    original = batch["input_ids"].copy()
+    original[rows, batch["mlm_positions"][weights]] = batch["mlm_ids"][weights]
+    # A ## piece right after [CLS] or [SEP] (a segment cut mid-word) starts a word of its own.
+    after_special = np.pad(np.isin(original[:, :-1], list(wordpiece.special_ids)),
+                           ((0, 0), (1, 0)))
+    continues = np.isin(original, list(wordpiece.continuation_ids)) & ~after_special
+    assert continues.any()
+    chosen = np.zeros(original.shape, dtype=bool)
+    chosen[rows, batch["mlm_positions"][weights]] = True
+    # A word is masked whole: a ## piece is chosen exactly when the token before it is.
+    np.testing.assert_array_equal(chosen[:, 1:][continues[:, 1:]],
+                                  chosen[:, :-1][continues[:, 1:]])
