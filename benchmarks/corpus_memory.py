@@ -12,12 +12,15 @@ until the corpus ends or ``--seconds`` pass. It prints the child's resident memo
 start of the pass, at each quarter of the time box, and its peak (VmHWM of /proc/self/status:
 not ``ru_maxrss``, which keeps the pre-``exec`` image of the forking parent, here the corpus
 writer), and how many of the corpus' documents the pass reached. The claim to check: the peak
-does not grow with the corpus size.
+does not grow with the corpus size. With ``--prepare`` it also runs the whole
+``bert prepare`` command (TensorFlow included) on each corpus, killed if it outlasts the time box,
+and prints its peak RSS (VmHWM polled from /proc twice a second) and how long it took.
 """
 import argparse
 import json
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -105,11 +108,39 @@ def measure(path: Path, seconds: float) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def measure_prepare(path: Path, output: Path, seconds: float) -> dict:
+    """Run ``bert prepare`` (4 shards) on ``path``; its peak RSS (MB, VmHWM polled twice a
+    second from /proc), seconds, and whether it finished inside the time box (else killed)."""
+    command = [sys.executable, "-m", "nlp_tutorials.bert", "prepare", "--corpus", str(path),
+               "--output", str(output), "--shards", "4", "--vocab-size", "30000"]
+    began = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0.0
+    while child.poll() is None:
+        try:
+            status = Path(f"/proc/{child.pid}/status").read_text()
+            peak = max(peak, int(status.split("VmHWM:")[1].split()[0]) / 1024)
+        except (OSError, IndexError):  # the process ended between poll() and the read
+            pass
+        if time.perf_counter() - began > seconds:
+            child.kill()
+            break
+        time.sleep(0.5)
+    out, err = child.communicate()
+    finished = child.returncode == 0
+    if child.returncode not in (0, -9):
+        raise RuntimeError(f"prepare failed: {err[-2000:]}")
+    return {"peak_rss_mb": peak, "seconds": time.perf_counter() - began, "finished": finished,
+            "output": out.strip()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[10, 1000])
     parser.add_argument("--seconds", type=float, default=240.0,
                         help="time box of each pass over a corpus (default 240)")
+    parser.add_argument("--prepare", action="store_true",
+                        help="also run the whole `bert prepare` command on each corpus")
     args = parser.parse_args()
     print(f"python {platform.python_version()}, {platform.machine()}")
     with tempfile.TemporaryDirectory(prefix="corpus_memory_") as folder:
@@ -128,6 +159,14 @@ def main():
             for label, (rss, peak) in figures["samples"]:
                 print(f"  at {label}: RSS {rss:.0f} MB, peak so far {peak:.0f} MB")
             print(f"  peak RSS of the child (VmHWM): {figures['peak_rss_mb']:.0f} MB")
+            if args.prepare:
+                shards = Path(folder) / f"shards_{megabytes}mb"
+                run = measure_prepare(path, shards, args.seconds)
+                print(f"  `bert prepare --shards 4 --vocab-size 30000`: "
+                      f"{'finished' if run['finished'] else 'killed at the time box'} after "
+                      f"{run['seconds']:.0f} s, peak RSS {run['peak_rss_mb']:.0f} MB; "
+                      f"{run['output']}")
+                shutil.rmtree(shards, ignore_errors=True)
             path.unlink()
 
 
