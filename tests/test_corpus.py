@@ -508,3 +508,21 @@ def test_wordpiece_corpus_with_whole_word_masking(text):
     # A word is masked whole: a ## piece is chosen exactly when the token before it is.
     np.testing.assert_array_equal(chosen[:, 1:][continues[:, 1:]],
                                   chosen[:, :-1][continues[:, 1:]])
+
+
+def test_interrupted_prepare_leaves_nothing(tmp_path, text, tokenizer, monkeypatch):
+    from nlp_tutorials import shards
+
+    written = []
+    real = shards.serialize_pair
+
+    def interrupted_after_ten(*args):
+        written.append(1)
+        if len(written) > 10:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(shards, "serialize_pair", interrupted_after_ten)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(text, tmp_path / "out" / "shards", 2, tokenizer)
+    assert len(written) == 11 and list((tmp_path / "out").iterdir()) == []
