@@ -80,6 +80,7 @@ def build_parser(model_name: str) -> argparse.ArgumentParser:
     add_export_flags(export.add_argument, defaults.model_dir, model_name, "test pairs")
     add_plot_command(commands, model_name)
     add_explore_command(commands, defaults.model_dir, model_name, "MRPC test pairs")
+    add_prepare_command(commands)
     if model_name == "bert":
         add_finetune_commands(commands)
         add_heads_command(commands)
@@ -127,11 +128,69 @@ def add_train_command(commands, model_name: str, defaults: TrainConfig):
         help=f"steps between printed example predictions (default {defaults.sample_every})")
     add("--jit", action="store_true", default=None, help="XLA-compile the training step")
     add_distribute_flags(add)
+    add_corpus_flags(train)
     add("--resume", action="store_true",
         help="continue from the newest intact checkpoint in --model-dir; a larger --steps "
              "than the saved run's trains on to that step")
     add("--no-plots", action="store_true",
         help="skip the attention export and pictures at the end")
+
+
+def add_corpus_flags(train):
+    """``train --corpus`` / ``--data``: pre-train on your own text (docs/corpus.md)."""
+    source = train.add_mutually_exclusive_group()
+    source.add_argument("--corpus", metavar="PATH_OR_GLOB",
+                        help="pre-train on this text instead of MRPC: one sentence a line, a "
+                             "blank line between documents (google-research/bert's format), "
+                             "read as a stream; quote a glob, e.g. 'books/*.txt'")
+    source.add_argument("--data", metavar="DIR",
+                        help="pre-train on the TFRecord shards `prepare` wrote into DIR "
+                             "(tokenizer and max_len come from there)")
+    train.add_argument("--tokenizer-sample-mb", type=positive_int,
+                       help=f"with --corpus: learn the vocabulary from the corpus' first "
+                            f"this many MB (default {TrainConfig().tokenizer_sample_mb})")
+
+
+def add_prepare_command(commands):
+    """``prepare``: tokenize a corpus once into TFRecord shards for ``train --data``."""
+    prepare = commands.add_parser("prepare", help="tokenize a text corpus once into TFRecord "
+                                                  "shards for `train --data`")
+    add = prepare.add_argument
+    add("--corpus", required=True, metavar="PATH_OR_GLOB",
+        help="one sentence a line, a blank line between documents; quote a glob")
+    add("--output", required=True, metavar="DIR", help="new folder for the shards")
+    add("--shards", type=positive_int, default=1,
+        help="number of shard files; at least the number of workers that will train (default 1)")
+    add("--max-len", type=positive_int, default=128, help="tokens per sequence (default 128)")
+    add("--tokenizer", choices=("word", "wordpiece"), default="word",
+        help="tokenizer learned from the corpus (default word)")
+    add("--vocab-size", type=positive_int, default=8000,
+        help="most tokens in the learned vocabulary (default 8000)")
+    sample_mb = TrainConfig().tokenizer_sample_mb
+    add("--tokenizer-sample-mb", type=positive_int, default=sample_mb,
+        help=f"learn the vocabulary from the corpus' first this many MB (default {sample_mb})")
+    add("--tokenizer-from", metavar="MODEL_DIR",
+        help="use this model's tokenizer (vocab.txt) instead of learning one")
+    add("--seed", type=non_negative_int, default=1, help="pairing seed (default 1)")
+
+
+def prepare(args) -> int:
+    """``prepare``: the tokenizer, then the shards (nlp_tutorials.shards)."""
+    from nlp_tutorials.corpus import check_max_len, corpus_files, learn_tokenizer
+    from nlp_tutorials.tokenization import load_tokenizer
+
+    check_max_len(args.max_len)
+    paths = corpus_files(args.corpus)
+    if args.tokenizer_from:
+        tokenizer = load_tokenizer(args.tokenizer_from)
+    else:
+        tokenizer = learn_tokenizer(args.tokenizer, args.vocab_size, paths,
+                                    args.tokenizer_sample_mb)
+    start_tensorflow()
+    from nlp_tutorials.shards import prepare_shards
+
+    prepare_shards(args.corpus, args.output, args.shards, tokenizer, args.max_len, args.seed)
+    return 0
 
 
 def add_export_flags(add, model_dir: str, model_name: str, examples: str):
@@ -354,6 +413,8 @@ def run_command(model_name: str, args) -> int:
     """Run the parsed command of ``python -m nlp_tutorials.<model_name>``; the exit status."""
     if args.command == "train":
         return train(model_name, args)
+    if args.command == "prepare":
+        return prepare(args)
     if args.command == "export":
         start_tensorflow()
         from nlp_tutorials.checkpoints import restore_model

@@ -257,13 +257,20 @@ class TrainConfig:
     # run is rebuilt from the first record's from_steps and every at_step and to_steps (see
     # nlp_tutorials.optimization.WarmupLinearDecay); rate_at_step is for the reader of the file.
     schedule_extensions: tuple = ()
+    # Pre-train on your own text instead of MRPC (docs/corpus.md): a corpus read as a stream
+    # (its tokenizer learned from its first ``tokenizer_sample_mb`` MB), or the TFRecord
+    # shards ``prepare`` wrote. Empty: MRPC.
+    corpus: str = ""
+    data: str = ""
+    tokenizer_sample_mb: int = 8
 
     # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
     # not one of them (a checkpoint resumes under any), but the precision is: float16's loss
     # scale is optimizer state the checkpoint holds.
     FROZEN = ("model_type", "dim", "layers", "heads", "max_len", "nsp_mode", "seed",
               "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay",
-              "tokenizer", "vocab_size", "whole_word_mask", "precision")
+              "tokenizer", "vocab_size", "whole_word_mask", "precision", "corpus", "data",
+              "tokenizer_sample_mb")
 
     def model_config(self, vocab_size: int, max_len: int) -> ModelConfig:
         """The model this run trains, for a vocabulary of ``vocab_size`` and ``max_len`` tokens."""
@@ -278,6 +285,26 @@ class TrainConfig:
         """Refuse settings that cannot work together, in the words of the command's flags."""
         _check_heads(self.dim, self.heads)
         _check_placement(self.strategy, self.cpu_replicas)
+        _check_text_source(self)
+
+
+def _check_text_source(config: TrainConfig) -> None:
+    """--corpus and --data exclude each other, and their pairs are BERT's random ones."""
+    if config.corpus and config.data:
+        raise UserError("--corpus and --data exclude each other: --corpus reads text as it "
+                        "trains, --data the shards `prepare` made from it; pass one")
+    if (config.corpus or config.data) and config.nsp_mode != "random":
+        raise UserError(f"--nsp-mode {config.nsp_mode}: a corpus has no paraphrase labels; "
+                        f"with --corpus or --data only 'random' (IsNext/NotNext) applies")
+    # Checked here, before TensorFlow loads, so a mistyped path answers at once.
+    if config.corpus:
+        from nlp_tutorials.corpus import corpus_files
+
+        corpus_files(config.corpus)
+    if config.data:
+        from nlp_tutorials.shards import read_description
+
+        read_description(config.data)
 
 
 @dataclasses.dataclass

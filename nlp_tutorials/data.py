@@ -172,7 +172,10 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
         raise UserError(f"mask_prob={mask_prob!r}: expected a probability in (0, 1]")
     input_ids = np.asarray(input_ids)
     specials = np.fromiter(special_ids, dtype=np.int64)
-    ordinary = np.setdiff1d(np.arange(vocab_size), specials)
+    # A boolean mask, not np.setdiff1d: that one sorts the whole vocabulary on every batch.
+    is_ordinary = np.ones(vocab_size, dtype=bool)
+    is_ordinary[specials[specials < vocab_size]] = False
+    ordinary = np.flatnonzero(is_ordinary)
     if ordinary.size == 0:
         raise UserError(f"vocabulary of {vocab_size} ids has no ordinary token to mask")
     n, step = input_ids.shape

@@ -94,6 +94,21 @@ def is_chief(strategy: str) -> bool:
     return config["task"]["type"] == chief_role and config["task"]["index"] == 0
 
 
+def input_pipeline(strategy: str) -> tuple[int, int]:
+    """(input pipelines, this process's index): one per worker of a multi-worker run (chief
+    first, then the workers in TF_CONFIG's order), else (1, 0)."""
+    if strategy != "multiworker":
+        return 1, 0
+    config = parse_tf_config()
+    tasks = [(role, index) for role in ("chief", "worker")
+             for index in range(len(config["cluster"].get(role, [])))]
+    task = (config["task"]["type"], config["task"]["index"])
+    if task not in tasks:
+        raise UserError(f"TF_CONFIG task type {json.dumps(task[0])}: only chief and worker "
+                        f"tasks train and read data")
+    return len(tasks), tasks.index(task)
+
+
 def worker_dir(directory, strategy: str) -> Path:
     """Where this process writes: ``directory`` for the chief, a sub-folder for other workers.
 
@@ -203,14 +218,17 @@ def set_precision(name: str) -> None:
     keras.mixed_precision.set_global_policy(name)
 
 
-def compiled_step(strategy, model, batch, jit_compile: bool = False, training: bool = True):
+def compiled_step(strategy, model, batch, jit_compile: bool = False, training: bool = True,
+                  input_pipelines: int = 1):
     """``model.step`` over a global batch, each replica running it on its own rows.
 
     ``batch``: an example global batch, a dict of tensors [global_batch, ...]; as in
     ``TrainableModel.compiled_step``, its dtypes and batch size fix the signature and the other
     axes stay open, so batches trimmed to different lengths share one trace. Every worker of a
     multi-worker run feeds the same global batches (the data pipeline is seeded), and each of
-    its replicas keeps the rows with its global replica index.
+    its replicas keeps the rows with its global replica index. With ``input_pipelines`` > 1
+    (one per worker, reading its own shards), each worker feeds only its share instead,
+    [global_batch / input_pipelines, ...], split among its own replicas.
 
     Returns a function: global batch -> dict of scalar metrics of the global batch (each
     replica's metric is its share of a global mean, so the shares are summed).
@@ -218,7 +236,8 @@ def compiled_step(strategy, model, batch, jit_compile: bool = False, training: b
     import tensorflow as tf
 
     replicas = strategy.num_replicas_in_sync
-    check_batch_size(int(next(iter(batch.values())).shape[0]), strategy)
+    local_replicas = replicas // input_pipelines  # the replicas one batch is split among
+    check_batch_size(int(next(iter(batch.values())).shape[0]) * input_pipelines, strategy)
     if jit_compile and replicas > 1:
         # XLA compiles the whole step for one device and cannot reach the other replicas'
         # variables (measured on 2 CPU replicas: "Trying to access resource ... located in
@@ -234,8 +253,8 @@ def compiled_step(strategy, model, batch, jit_compile: bool = False, training: b
     # model.step is called directly, not through its own tf.function: the all-reduces inside
     # it (loss weights, gradients) cannot sit in a tf.function nested in strategy.run.
     def run(batch):
-        index = tf.distribute.get_replica_context().replica_id_in_sync_group
-        return model.step(local_share(batch, index, replicas), training=training)
+        index = tf.distribute.get_replica_context().replica_id_in_sync_group % local_replicas
+        return model.step(local_share(batch, index, local_replicas), training=training)
 
     def global_step(batch):
         metrics = strategy.run(run, args=(batch,))

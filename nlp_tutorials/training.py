@@ -18,6 +18,7 @@ in one line and passed over).
 import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import signal
@@ -35,10 +36,14 @@ from nlp_tutorials.checkpoints import (
     CHECKPOINT_DIR, build_model, holds_checkpoint, newest_intact_checkpoint, rewrite_index,
     restore_checkpoint, training_checkpoint)
 from nlp_tutorials.config import ModelConfig, TrainConfig
+from nlp_tutorials.corpus import DEFAULT_MAX_LEN as DEFAULT_CORPUS_MAX_LEN
+from nlp_tutorials.corpus import CorpusData, check_max_len as check_corpus_max_len
+from nlp_tutorials.corpus import corpus_files, learn_tokenizer
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import read_json_object, write_text_atomic
 from nlp_tutorials.optimization import WarmupLinearDecay, bert_adamw
+from nlp_tutorials.shards import ShardData, check_same_tokenizer, read_description
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
@@ -55,29 +60,71 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
     Returns (config, tokenizer, model_config, train_pairs).
     """
     model_dir = Path(config.model_dir)
-    train_pairs = load_mrpc("train")
     if resume:
         config = resumed_config(config, given, model_dir)
         tokenizer = load_tokenizer(model_dir)
         model_config = ModelConfig.load(model_dir)
+        if config.data:  # the shards' ids must mean the model's tokens
+            check_same_tokenizer(config.data, tokenizer, model_dir)
     else:
         if holds_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
-        if "vocab_size" in given and config.tokenizer != "wordpiece":
+        if "vocab_size" in given and config.tokenizer != "wordpiece" and not config.corpus:
             raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
                             f"has a vocabulary size to choose")
-        # The vocabulary comes from the TRAIN split only: test words stay unknown.
-        tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
-        if not config.max_len:
-            config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer,
-                                                                              train_pairs))
+        tokenizer, config = run_tokenizer(config, given)
         model_config = config.model_config(tokenizer.vocab_size, config.max_len)
         tokenizer.save(model_dir)
         model_config.save(model_dir)
         write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
                           json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    return config, tokenizer, model_config, train_pairs
+    return config, tokenizer, model_config, mrpc_train_pairs(config)
+
+
+def mrpc_train_pairs(config: TrainConfig):
+    """MRPC's train pairs, or None when the run reads a corpus (--corpus or --data)."""
+    return None if config.corpus or config.data else load_mrpc("train")
+
+
+def run_tokenizer(config: TrainConfig, given: set):
+    """(tokenizer, config with max_len settled) of a new run: learned from MRPC train, or
+    from the corpus (:func:`corpus_tokenizer`)."""
+    if config.corpus or config.data:
+        return corpus_tokenizer(config, given)
+    train_pairs = load_mrpc("train")
+    # The vocabulary comes from the TRAIN split only: test words stay unknown.
+    tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
+    if not config.max_len:
+        config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer, train_pairs))
+    return tokenizer, config
+
+
+def corpus_tokenizer(config: TrainConfig, given: set):
+    """(tokenizer, config with max_len and the tokenizer's settings) of a --corpus/--data run.
+
+    --data: the tokenizer the shards were written with, and their max_len. --corpus: one
+    learned from the corpus' first ``tokenizer_sample_mb`` MB (bounded work and memory), and
+    max_len 128 unless given.
+    """
+    if config.data:
+        fixed = sorted({"tokenizer", "vocab_size", "tokenizer_sample_mb"} & given)
+        if fixed:
+            raise UserError(f"--{fixed[0].replace('_', '-')}: with --data the tokenizer is the "
+                            f"one the shards were written with (set it at `prepare`)")
+        max_len = read_description(config.data)["max_len"]
+        if "max_len" in given and config.max_len != max_len:
+            raise UserError(f"--max-len {config.max_len}: the shards in {config.data} were "
+                            f"written for --max-len {max_len}; drop the flag or prepare again")
+        tokenizer = load_tokenizer(config.data)
+        kind = "word" if isinstance(tokenizer, WordTokenizer) else "wordpiece"
+        return tokenizer, dataclasses.replace(config, max_len=max_len, tokenizer=kind,
+                                              vocab_size=tokenizer.vocab_size)
+    max_len = config.max_len or DEFAULT_CORPUS_MAX_LEN
+    check_corpus_max_len(max_len)
+    tokenizer = learn_tokenizer(config.tokenizer, config.vocab_size,
+                                corpus_files(config.corpus), config.tokenizer_sample_mb)
+    return tokenizer, dataclasses.replace(config, max_len=max_len)
 
 
 def build_tokenizer(config: TrainConfig, texts):
@@ -199,12 +246,10 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     start = int(model.optimizer.iterations.numpy())
     if restored:
         printer(f"resuming from checkpoint {Path(restored[0]).name} at step {start}")
-    data = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
-                           nsp_mode=config.nsp_mode, seed=config.seed,
-                           whole_word_mask=config.whole_word_mask)
+    data = pretraining_data(config, tokenizer, train_pairs, printer)
     printer(f"{config.model_type} {config.dim}d/{config.layers} layers/{config.heads} heads, "
             f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
-            f"{data.steps_per_epoch(config.batch_size)} steps per epoch; "
+            f"{describe_epoch(data, config.batch_size)}; "
             f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
             f"{config.precision}")
     progress = Progress(config.steps, config.log_every, printer, start=start)
@@ -239,15 +284,45 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
     return model, manager
 
 
-def training_batches(data: PretrainingData, config: TrainConfig, start: int):
+def pretraining_data(config: TrainConfig, tokenizer, train_pairs, printer=print):
+    """Where the run's batches come from: MRPC pairs, a streamed corpus, or prepared shards
+    (this worker's share of them under --strategy multiworker)."""
+    if config.corpus:
+        return CorpusData(config.corpus, tokenizer, max_len=config.max_len, seed=config.seed,
+                          whole_word_mask=config.whole_word_mask, printer=printer)
+    if config.data:
+        return ShardData(config.data, tokenizer, seed=config.seed,
+                         whole_word_mask=config.whole_word_mask,
+                         worker=distribute.input_pipeline(config.strategy))
+    return PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
+                           nsp_mode=config.nsp_mode, seed=config.seed,
+                           whole_word_mask=config.whole_word_mask)
+
+
+def describe_epoch(data, batch_size: int) -> str:
+    """How long an epoch is, as far as known before it runs (a streamed corpus: not yet)."""
+    if isinstance(data, CorpusData):
+        return "steps per epoch unknown until the corpus has been read once"
+    return f"{data.steps_per_epoch(batch_size)} steps per epoch"
+
+
+def training_batches(data, config: TrainConfig, start: int):
     """An iterator over the run's batches from step ``start + 1`` on, trimmed of padding."""
     # XLA compiles once per distinct shape: rounding lengths up bounds the compilations.
-    multiple = JIT_LENGTH_MULTIPLE if config.jit else 1
+    trim = functools.partial(trim_padding, multiple=JIT_LENGTH_MULTIPLE if config.jit else 1)
+    masked = config.model_type == "bert"
     # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
-    return iter(data.dataset(config.batch_size, masked=config.model_type == "bert")
-                .skip(start)
-                .map(functools.partial(trim_padding, multiple=multiple),
-                     num_parallel_calls=tf.data.AUTOTUNE)
+    if isinstance(data, CorpusData):
+        # A plain generator, not tf.data: a bad line met mid-run stops the run with its one-line
+        # UserError rather than a TensorFlow error around it.
+        batches = itertools.islice(data.batches(config.batch_size, masked), start, None)
+        return (trim({name: tf.constant(value) for name, value in batch.items()})
+                for batch in batches)
+    if isinstance(data, ShardData):
+        dataset = data.dataset(config.batch_size, masked, start)
+    else:
+        dataset = data.dataset(config.batch_size, masked=masked).skip(start)
+    return iter(dataset.map(trim, num_parallel_calls=tf.data.AUTOTUNE)
                 .prefetch(tf.data.AUTOTUNE))
 
 
@@ -260,7 +335,10 @@ def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenize
     ``checkpoint_every`` (the final one is left to the caller).
     """
     batch = next(batches)
-    step_fn = distribute.compiled_step(strategy, model, batch, jit_compile=config.jit)
+    # With --data each worker feeds its own share of the global batch.
+    pipelines = distribute.input_pipeline(config.strategy)[0] if config.data else 1
+    step_fn = distribute.compiled_step(strategy, model, batch, jit_compile=config.jit,
+                                       input_pipelines=pipelines)
     writer = tf.summary.create_file_writer(str(Path(config.model_dir) / "logs"))
     with ctrl_c_stops_between_steps() as stop_requested:
         try:
