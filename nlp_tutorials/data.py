@@ -145,6 +145,17 @@ def default_max_predictions(max_len: int, mask_prob: float = 0.15) -> int:
     return int(_num_to_mask(max(1, max_len - 2), mask_prob))
 
 
+def _ordinary_ids(vocab_size, specials):
+    """The ids in [0, vocab_size) that are not in ``specials`` (int array), increasing."""
+    # A boolean mask, not np.setdiff1d: that one sorts the whole vocabulary on every batch.
+    is_ordinary = np.ones(vocab_size, dtype=bool)
+    is_ordinary[specials[specials < vocab_size]] = False
+    ordinary = np.flatnonzero(is_ordinary)
+    if ordinary.size == 0:
+        raise UserError(f"vocabulary of {vocab_size} ids has no ordinary token to mask")
+    return ordinary
+
+
 def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predictions,
                 mask_prob=0.15, continuation_ids=None) -> dict:
     """BERT's masked-LM corruption of a batch, vectorised.
@@ -172,12 +183,7 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
         raise UserError(f"mask_prob={mask_prob!r}: expected a probability in (0, 1]")
     input_ids = np.asarray(input_ids)
     specials = np.fromiter(special_ids, dtype=np.int64)
-    # A boolean mask, not np.setdiff1d: that one sorts the whole vocabulary on every batch.
-    is_ordinary = np.ones(vocab_size, dtype=bool)
-    is_ordinary[specials[specials < vocab_size]] = False
-    ordinary = np.flatnonzero(is_ordinary)
-    if ordinary.size == 0:
-        raise UserError(f"vocabulary of {vocab_size} ids has no ordinary token to mask")
+    ordinary = _ordinary_ids(vocab_size, specials)
     n, step = input_ids.shape
     real = ~np.isin(input_ids, specials)  # [n, step]
     num_chosen = _num_to_mask(real.sum(axis=1), mask_prob)  # [n]
