@@ -125,11 +125,26 @@ def add_train_command(commands, model_name: str, defaults: TrainConfig):
         help=f"steps between printed example predictions (default {defaults.sample_every})")
     add("--jit", action="store_true", default=None, help="XLA-compile the training step")
     add_distribute_flags(add)
+    if model_name == "bert":
+        add_init_from_flags(add)
     add("--resume", action="store_true",
         help="continue from the newest intact checkpoint in --model-dir; a larger --steps "
              "than the saved run's trains on to that step")
     add("--no-plots", action="store_true",
         help="skip the attention export and pictures at the end")
+
+
+def add_init_from_flags(add):
+    """``bert train``'s continued pre-training flags (docs/pretrained.md)."""
+    add("--init-from", metavar="DIR",
+        help="continue pre-training a real BERT: a folder with config.json, vocab.txt and "
+             "model.safetensors (HuggingFace) or bert_config.json, vocab.txt and "
+             "bert_model.ckpt.* (Google); the model's size and vocabulary come from it, and "
+             "the result is also written to <model-dir>/pretrained/ for finetune --init-from")
+    add("--head-warmup-steps", type=non_negative_int, metavar="N",
+        help="with --init-from: the first N steps train only the masked-LM and next-sentence "
+             "heads, the encoder frozen (default: 10%% of --steps when the checkpoint has no "
+             "pre-training heads, else 0)")
 
 
 def add_export_flags(add, model_dir: str, model_name: str, examples: str):

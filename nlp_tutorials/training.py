@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nlp_tutorials import distribute
+from nlp_tutorials import continued, distribute
 from nlp_tutorials.checkpoints import (
     CHECKPOINT_DIR, build_model, holds_checkpoint, newest_intact_checkpoint, rewrite_index,
     restore_checkpoint, training_checkpoint)
@@ -64,20 +64,29 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         if holds_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
-        if "vocab_size" in given and config.tokenizer != "wordpiece":
-            raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
-                            f"has a vocabulary size to choose")
-        # The vocabulary comes from the TRAIN split only: test words stay unknown.
-        tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
-        if not config.max_len:
-            config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer,
-                                                                              train_pairs))
-        model_config = config.model_config(tokenizer.vocab_size, config.max_len)
+        if config.init_from:
+            config, tokenizer, model_config = continued.checkpoint_run(config, given,
+                                                                       train_pairs)
+        else:
+            config, tokenizer, model_config = new_model_run(config, given, train_pairs)
         tokenizer.save(model_dir)
         model_config.save(model_dir)
         write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
                           json.dumps(dataclasses.asdict(config), indent=2) + "\n")
     return config, tokenizer, model_config, train_pairs
+
+
+def new_model_run(config: TrainConfig, given: set, train_pairs):
+    """(config, tokenizer, model config) of a model trained from scratch."""
+    if "vocab_size" in given and config.tokenizer != "wordpiece":
+        raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
+                        f"has a vocabulary size to choose")
+    # The vocabulary comes from the TRAIN split only: test words stay unknown.
+    tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
+    if not config.max_len:
+        config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer,
+                                                                          train_pairs))
+    return config, tokenizer, config.model_config(tokenizer.vocab_size, config.max_len)
 
 
 def build_tokenizer(config: TrainConfig, texts):
@@ -208,12 +217,24 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
             f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
             f"{config.precision}")
     progress = Progress(config.steps, config.log_every, printer, start=start)
-    interrupted = train_steps(model, manager, training_batches(data, config, start), strategy,
-                              config, tokenizer, progress)
+    batches = training_batches(data, config, start)
+    interrupted = False
+    for first, last, heads_only in continued.training_phases(start, config.head_warmup_steps,
+                                                             config.steps):
+        if heads_only:
+            progress.note(f"steps {first}-{last}: the pre-training heads alone (encoder frozen)")
+        with continued.heads_only(model, heads_only):
+            interrupted = train_steps(model, manager, batches, strategy, config, tokenizer,
+                                      progress, first, last)
+        if interrupted:
+            break
     path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
     progress.note(f"saved checkpoint {path}")
     if interrupted:
         raise KeyboardInterrupt
+    if config.init_from:
+        folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
+        progress.note(f"wrote {folder} (finetune --init-from reads it)")
     return PretrainedRun(model, tokenizer, config, evaluate(model, tokenizer, config, printer))
 
 
@@ -225,7 +246,10 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
     restored into both, every variable accounted for.
     """
     with strategy.scope():
-        model = build_model(model_config, config.seed)
+        if config.init_from and not restore_from:
+            model = continued.initial_model(config.init_from, config.seed)
+        else:
+            model = build_model(model_config, config.seed)
         model.compile(optimizer=bert_adamw(run_schedule(config), config.weight_decay))
         model.optimizer.build(model.trainable_variables)
         checkpoint = training_checkpoint(model, model.optimizer)
@@ -252,8 +276,8 @@ def training_batches(data: PretrainingData, config: TrainConfig, start: int):
 
 
 def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenizer,
-                progress: "Progress") -> bool:
-    """Run the steps up to ``config.steps``; returns True when Ctrl-C stopped them early.
+                progress: "Progress", first: int, last: int) -> bool:
+    """Run steps ``first`` to ``last``; returns True when Ctrl-C stopped them early.
 
     Each step reports to ``progress``, writes TensorBoard scalars every ``log_every`` steps,
     shows a masked-token example every ``sample_every`` (BERT) and saves a checkpoint every
@@ -264,7 +288,7 @@ def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenize
     writer = tf.summary.create_file_writer(str(Path(config.model_dir) / "logs"))
     with ctrl_c_stops_between_steps() as stop_requested:
         try:
-            for step in range(progress.start + 1, config.steps + 1):
+            for step in range(first, last + 1):
                 metrics = {k: float(v) for k, v in step_fn(batch).items()}
                 progress.update(step, metrics)
                 if step % config.log_every == 0 or step == config.steps:
@@ -277,7 +301,7 @@ def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenize
                     manager.save(checkpoint_number=step)
                 if stop_requested.is_set():
                     return True
-                if step < config.steps:
+                if step < last:
                     batch = next(batches)
         except KeyboardInterrupt:
             return True
@@ -414,6 +438,8 @@ def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches) -
     train = PretrainingData(tokenizer, load_mrpc("train"), max_len=config.max_len,
                             seed=config.seed).epoch(0)
     chosen = train["mlm_ids"][train["mlm_weights"] > 0]
+    if not chosen.size:  # a vocabulary that knows no MRPC word masks nothing
+        return 0.0
     guess = np.bincount(chosen).argmax()
     hits = total = 0.0
     for batch in test_batches:
