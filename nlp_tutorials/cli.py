@@ -144,7 +144,10 @@ def add_init_from_flags(add):
     add("--head-warmup-steps", type=non_negative_int, metavar="N",
         help="with --init-from: the first N steps train only the masked-LM and next-sentence "
              "heads, the encoder frozen (default: 10%% of --steps when the checkpoint has no "
-             "pre-training heads, else 0)")
+             "pre-training heads, else 0); BERT's schedule then starts over for the rest")
+    add("--head-learning-rate", type=positive_float,
+        help=f"constant AdamW rate of the heads-only steps (default "
+             f"{TrainConfig.head_learning_rate})")
 
 
 def add_export_flags(add, model_dir: str, model_name: str, examples: str):

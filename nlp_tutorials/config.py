@@ -261,6 +261,7 @@ class TrainConfig:
     # and the first steps that train only the pre-training heads.
     init_from: str = ""
     head_warmup_steps: int = 0
+    head_learning_rate: float = 1e-3
 
     # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
     # not one of them (a checkpoint resumes under any), but the precision is: float16's loss
@@ -268,7 +269,7 @@ class TrainConfig:
     FROZEN = ("model_type", "dim", "layers", "heads", "max_len", "nsp_mode", "seed",
               "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay",
               "tokenizer", "vocab_size", "whole_word_mask", "precision", "init_from",
-              "head_warmup_steps")
+              "head_warmup_steps", "head_learning_rate")
 
     def model_config(self, vocab_size: int, max_len: int) -> ModelConfig:
         """The model this run trains, for a vocabulary of ``vocab_size`` and ``max_len`` tokens."""

@@ -38,7 +38,7 @@ from nlp_tutorials.config import ModelConfig, TrainConfig
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.optimization import WarmupLinearDecay, bert_adamw
+from nlp_tutorials.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
 TRAIN_CONFIG_NAME = "train_config.json"
@@ -144,6 +144,15 @@ def run_schedule(config: TrainConfig) -> WarmupLinearDecay:
     return schedule
 
 
+def optimizer_schedule(config: TrainConfig):
+    """The optimizer's schedule: :func:`run_schedule`, after a heads-only warm-up
+    (``--head-warmup-steps``, at ``--head-learning-rate``) planned over the steps left."""
+    if not config.head_warmup_steps:
+        return run_schedule(config)
+    rest = dataclasses.replace(config, steps=config.steps - config.head_warmup_steps)
+    return HeadsFirst(config.head_learning_rate, config.head_warmup_steps, run_schedule(rest))
+
+
 def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> TrainConfig:
     """``config``'s run lengthened to ``steps``, continuing from step ``at``.
 
@@ -151,6 +160,9 @@ def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> Train
     for extensions; ``train_config.json`` records the new total and the extension (written
     atomically), so a later ``--resume`` rebuilds the same schedule.
     """
+    if config.head_warmup_steps:
+        raise UserError(f"--steps {steps}: a run with --head-warmup-steps cannot be extended on "
+                        f"resume (its schedule restarts after the warm-up); start a new run")
     schedule = run_schedule(config).extended(at, steps)
     piece = schedule.pieces[-1]
     record = {"at_step": at, "from_steps": config.steps, "to_steps": steps,
@@ -250,7 +262,7 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
             model = continued.initial_model(config.init_from, config.seed)
         else:
             model = build_model(model_config, config.seed)
-        model.compile(optimizer=bert_adamw(run_schedule(config), config.weight_decay))
+        model.compile(optimizer=bert_adamw(optimizer_schedule(config), config.weight_decay))
         model.optimizer.build(model.trainable_variables)
         checkpoint = training_checkpoint(model, model.optimizer)
         if restore_from:
