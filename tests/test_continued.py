@@ -246,3 +246,29 @@ def test_gpt_has_no_init_from():
 
     with pytest.raises(SystemExit):
         build_parser("gpt").parse_args(["train", "--init-from", "x"])
+
+
+def test_heads_rate_is_constant_then_the_schedule_starts_over():
+    """30 steps, 10 heads-only at 1e-3, then BERT's schedule over the 20 left (peak 1e-4,
+    warm-up 2): the rate of update t (1 for the first) written out with numpy."""
+    from nlp_tutorials.training import optimizer_schedule
+
+    config = TrainConfig(steps=30, learning_rate=1e-4, head_learning_rate=1e-3,
+                         head_warmup_steps=10, init_from="x")
+    schedule = optimizer_schedule(config)
+    t = np.arange(1, 31, dtype=np.float64)
+    later = t - 10  # the encoder's own update count
+    expected = np.where(t <= 10, 1e-3,
+                        1e-4 * np.clip(np.minimum(later / 2, (20 - later) / 18), 0, None))
+    rates = np.array([float(schedule(step)) for step in range(30)])  # the optimizer's count
+    np.testing.assert_allclose(rates, expected, rtol=1e-6, atol=1e-12)
+    assert rates[10] == pytest.approx(0.5e-4) and rates[-1] == 0.0
+
+
+def test_a_run_with_a_head_warm_up_is_not_extended(tmp_path):
+    from nlp_tutorials.training import extend_run
+
+    config = TrainConfig(model_dir=str(tmp_path), steps=30, head_warmup_steps=10, init_from="x")
+    with pytest.raises(UserError, match=r"--steps 40: a run with --head-warmup-steps cannot be "
+                                        r"extended"):
+        extend_run(config, 40, 30, printer=lambda _: None)
