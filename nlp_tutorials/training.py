@@ -3,14 +3,16 @@
 One tensor's way: :class:`~nlp_tutorials.data.PretrainingData` turns MRPC into batches, the
 model's compiled ``step()`` learns from them, :func:`pretrain` settles the run
 (:func:`prepare_run`), builds the model and its optimizer (:func:`build_training_state`), runs
-the steps (:func:`train_steps`, reporting to :class:`Progress`) and hands back the trained
+the steps (:func:`train_in_phases`, reporting to :class:`Progress`) and hands back the trained
 model, which :func:`evaluate` has scored on the MRPC test split. The optimizer and schedule are
 in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
 ``checkpoints/`` (``tf.train.CheckpointManager``: the newest few, each written before the
-``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard). ``--resume``
+``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard), and after a
+run from a real checkpoint (``--init-from``) ``pretrained/``, which ``finetune --init-from``
+reads (:mod:`nlp_tutorials.continued`). ``--resume``
 continues from the newest intact checkpoint
 (:func:`~nlp_tutorials.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
 in one line and passed over).
@@ -229,17 +231,8 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
             f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
             f"{config.precision}")
     progress = Progress(config.steps, config.log_every, printer, start=start)
-    batches = training_batches(data, config, start)
-    interrupted = False
-    for first, last, heads_only in continued.training_phases(start, config.head_warmup_steps,
-                                                             config.steps):
-        if heads_only:
-            progress.note(f"steps {first}-{last}: the pre-training heads alone (encoder frozen)")
-        with continued.heads_only(model, heads_only):
-            interrupted = train_steps(model, manager, batches, strategy, config, tokenizer,
-                                      progress, first, last)
-        if interrupted:
-            break
+    interrupted = train_in_phases(model, manager, training_batches(data, config, start),
+                                  strategy, config, tokenizer, progress)
     path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
     progress.note(f"saved checkpoint {path}")
     if interrupted:
@@ -285,6 +278,25 @@ def training_batches(data: PretrainingData, config: TrainConfig, start: int):
                 .map(functools.partial(trim_padding, multiple=multiple),
                      num_parallel_calls=tf.data.AUTOTUNE)
                 .prefetch(tf.data.AUTOTUNE))
+
+
+def train_in_phases(model, manager, batches, strategy, config: TrainConfig, tokenizer,
+                    progress: "Progress") -> bool:
+    """:func:`train_steps` over the steps left, phase by phase: the heads alone during
+    ``head_warmup_steps`` (see :mod:`nlp_tutorials.continued`), then the whole model.
+
+    Each phase compiles its own step: a traced step keeps the variables it was traced with.
+    Returns True when Ctrl-C stopped the run early.
+    """
+    for first, last, heads_only in continued.training_phases(
+            progress.start, config.head_warmup_steps, config.steps):
+        if heads_only:
+            progress.note(f"steps {first}-{last}: the pre-training heads alone (encoder frozen)")
+        with continued.heads_only(model, heads_only):
+            if train_steps(model, manager, batches, strategy, config, tokenizer, progress,
+                           first, last):
+                return True
+    return False
 
 
 def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenizer,
