@@ -2,7 +2,7 @@
 --init-from DIR`` goes on with BERT's masked-LM + next-sentence pre-training from a real
 checkpoint, on this project's text, before fine-tuning.
 
-What changes against a run from scratch, and only at its start:
+What changes against a run from scratch, at its start and at its end:
 
 - the model's config (sizes, activation, vocabulary, positions, dropout) and the WordPiece
   vocabulary are the checkpoint's (:func:`checkpoint_run`); a flag that says otherwise is
@@ -41,8 +41,9 @@ def checkpoint_run(config: TrainConfig, given: set, train_pairs):
     The model flags (``--dim``, ``--layers``, ``--heads``, ``--dropout``, ``--tokenizer``,
     ``--vocab-size``) must agree with the checkpoint when given; the config records the
     checkpoint's values either way. ``max_len`` defaults to the longest train pair, at most
-    the checkpoint's positions. ``head_warmup_steps`` defaults to the learning-rate warm-up's
-    length when the checkpoint has no pre-training heads, else 0.
+    the checkpoint's positions. ``head_warmup_steps`` defaults to ``warmup_fraction`` of the
+    steps when the checkpoint has no pre-training heads, else 0. A folder without weights is
+    refused here, before the run writes anything.
     """
     if config.model_type != "bert":
         raise UserError(f"--init-from {config.init_from}: only BERT starts from a pretrained "
@@ -60,7 +61,8 @@ def checkpoint_run(config: TrainConfig, given: set, train_pairs):
                         f"{positions} positions; expected at most {positions}")
     max_len = config.max_len or min(longest_pair_length(tokenizer, train_pairs), positions)
     warmup = config.head_warmup_steps
-    if "head_warmup_steps" not in given and not has_pretraining_heads(config.init_from):
+    fresh_heads = not has_pretraining_heads(config.init_from)  # reads the weights' names
+    if "head_warmup_steps" not in given and fresh_heads:
         warmup = int(config.warmup_fraction * config.steps)
     if warmup >= config.steps:
         raise UserError(f"--head-warmup-steps {warmup}: expected fewer than --steps "

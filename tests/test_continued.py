@@ -220,9 +220,12 @@ def test_folder_that_is_not_a_bert_checkpoint(tmp_path):
     folder = tmp_path / "no_weights"
     shutil.copytree(FIXTURES / "bert_tiny_hf", folder)
     (folder / "model.safetensors").unlink()
-    with pytest.raises(UserError, match=r"no model.safetensors \(HuggingFace\) or "
-                                        r"bert_model.ckpt.index \(Google\) found"):
-        prepare_run(run_config(tmp_path / "run", folder), set(), resume=False)
+    for given in (set(), {"head_warmup_steps"}):
+        with pytest.raises(UserError, match=r"no model.safetensors \(HuggingFace\) or "
+                                            r"bert_model.ckpt.index \(Google\) found"):
+            prepare_run(run_config(tmp_path / "run", folder, head_warmup_steps=1), given,
+                        resume=False)
+        assert not (tmp_path / "run").exists(), "a refused run wrote files"
 
 
 @pytest.mark.parametrize("argv, expected", [
