@@ -266,6 +266,8 @@ def test_heads_rate_is_constant_then_the_schedule_starts_over():
     rates = np.array([float(schedule(step)) for step in range(30)])  # the optimizer's count
     np.testing.assert_allclose(rates, expected, rtol=1e-6, atol=1e-12)
     assert rates[10] == pytest.approx(0.5e-4) and rates[-1] == 0.0
+    copy = type(schedule).from_config(schedule.get_config())  # as Keras saves an optimizer
+    np.testing.assert_array_equal([float(copy(step)) for step in range(30)], rates)
 
 
 def test_a_run_with_a_head_warm_up_is_not_extended(tmp_path):
