@@ -129,6 +129,8 @@ def add_train_command(commands, model_name: str, defaults: TrainConfig):
     add("--jit", action="store_true", default=None, help="XLA-compile the training step")
     add_distribute_flags(add)
     add_corpus_flags(train)
+    if model_name == "bert":
+        add_init_from_flags(add)
     add("--resume", action="store_true",
         help="continue from the newest intact checkpoint in --model-dir; a larger --steps "
              "than the saved run's trains on to that step")
@@ -191,6 +193,22 @@ def prepare(args) -> int:
 
     prepare_shards(args.corpus, args.output, args.shards, tokenizer, args.max_len, args.seed)
     return 0
+
+
+def add_init_from_flags(add):
+    """``bert train``'s continued pre-training flags (docs/pretrained.md)."""
+    add("--init-from", metavar="DIR",
+        help="continue pre-training a real BERT: a folder with config.json, vocab.txt and "
+             "model.safetensors (HuggingFace) or bert_config.json, vocab.txt and "
+             "bert_model.ckpt.* (Google); the model's size and vocabulary come from it, and "
+             "the result is also written to <model-dir>/pretrained/ for finetune --init-from")
+    add("--head-warmup-steps", type=non_negative_int, metavar="N",
+        help="with --init-from: the first N steps train only the masked-LM and next-sentence "
+             "heads, the encoder frozen (default: 10%% of --steps when the checkpoint has no "
+             "pre-training heads, else 0); BERT's schedule then starts over for the rest")
+    add("--head-learning-rate", type=positive_float,
+        help=f"constant AdamW rate of the heads-only steps (default "
+             f"{TrainConfig.head_learning_rate})")
 
 
 def add_export_flags(add, model_dir: str, model_name: str, examples: str):

@@ -263,6 +263,11 @@ class TrainConfig:
     corpus: str = ""
     data: str = ""
     tokenizer_sample_mb: int = 8
+    # Continued pre-training (nlp_tutorials.continued): a pretrained BERT folder to start from,
+    # and the first steps that train only the pre-training heads.
+    init_from: str = ""
+    head_warmup_steps: int = 0
+    head_learning_rate: float = 1e-3
 
     # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
     # not one of them (a checkpoint resumes under any), but the precision is: float16's loss
@@ -270,7 +275,7 @@ class TrainConfig:
     FROZEN = ("model_type", "dim", "layers", "heads", "max_len", "nsp_mode", "seed",
               "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay",
               "tokenizer", "vocab_size", "whole_word_mask", "precision", "corpus", "data",
-              "tokenizer_sample_mb")
+              "tokenizer_sample_mb", "init_from", "head_warmup_steps", "head_learning_rate")
 
     def model_config(self, vocab_size: int, max_len: int) -> ModelConfig:
         """The model this run trains, for a vocabulary of ``vocab_size`` and ``max_len`` tokens."""
@@ -286,6 +291,7 @@ class TrainConfig:
         _check_heads(self.dim, self.heads)
         _check_placement(self.strategy, self.cpu_replicas)
         _check_text_source(self)
+        _check_init_from(self.init_from, self.head_warmup_steps)
 
 
 def _check_text_source(config: TrainConfig) -> None:
@@ -401,6 +407,15 @@ def config_from_args(config_class, args, **values) -> tuple:
 def _check_heads(dim: int, heads: int) -> None:
     if dim % heads:
         raise UserError(f"--dim {dim} is not divisible by --heads {heads}")
+
+
+def _check_init_from(init_from: str, head_warmup_steps: int) -> None:
+    if init_from and not Path(init_from).is_dir():
+        raise UserError(f"--init-from {init_from}: no such folder; expected a pretrained BERT "
+                        f"folder (config.json or bert_config.json, vocab.txt, weights)")
+    if head_warmup_steps and not init_from:
+        raise UserError(f"--head-warmup-steps {head_warmup_steps}: only with --init-from "
+                        f"(a model from scratch has no trained encoder to protect)")
 
 
 def _check_placement(strategy: str, cpu_replicas: int) -> None:

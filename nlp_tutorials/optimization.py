@@ -96,6 +96,34 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "extensions": [list(pair) for pair in self.extensions]}
 
 
+@keras.saving.register_keras_serializable(package="nlp_tutorials")
+class HeadsFirst(keras.optimizers.schedules.LearningRateSchedule):
+    """A constant ``head_rate`` for the first ``head_steps`` updates, then ``then`` from its
+    own first update: ``then`` warms up again when the rest of the model starts training.
+
+    Continued pre-training (:mod:`nlp_tutorials.continued`) trains fresh pre-training heads
+    alone first; they need a higher rate than a trained encoder tolerates, and the encoder's
+    Adam moments start from zero when it joins, so its rate climbs from 0 as at any start.
+    """
+
+    def __init__(self, head_rate: float, head_steps: int, then):
+        self.head_rate, self.head_steps, self.then = head_rate, head_steps, then
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        return tf.where(step < self.head_steps, tf.cast(self.head_rate, tf.float32),
+                        self.then(tf.maximum(step - self.head_steps, 0.0)))
+
+    def get_config(self):
+        return {"head_rate": self.head_rate, "head_steps": self.head_steps,
+                "then": keras.saving.serialize_keras_object(self.then)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config, then=keras.saving.deserialize_keras_object(config["then"]))
+        return cls(**config)
+
+
 def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,
                    weight_decay: float = 0.01):
     """AdamW as BERT (:func:`bert_adamw`), its rate warming up linearly to ``learning_rate``

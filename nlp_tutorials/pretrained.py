@@ -139,8 +139,39 @@ def read_checkpoint(directory: Path) -> tuple[str, dict]:
         return HF, read_safetensors(directory / SAFETENSORS_NAME)
     if (directory / f"{GOOGLE_CHECKPOINT}.index").is_file():
         return GOOGLE, read_google_checkpoint(directory / GOOGLE_CHECKPOINT)
-    raise UserError(f"{directory}: no {SAFETENSORS_NAME} (HuggingFace) or "
-                    f"{GOOGLE_CHECKPOINT}.index (Google) found; PyTorch .bin files are not read")
+    raise no_weights_error(directory)
+
+
+def no_weights_error(directory: Path) -> UserError:
+    """The error for a folder holding neither format's weights."""
+    return UserError(f"{directory}: no {SAFETENSORS_NAME} (HuggingFace) or "
+                     f"{GOOGLE_CHECKPOINT}.index (Google) found; PyTorch .bin files are not read")
+
+
+def stored_names(directory: Path) -> tuple[str, set]:
+    """(format, the stored tensors' names) of the folder's weights, without reading the tensors.
+
+    HuggingFace names are normalised as :func:`read_safetensors` does.
+    """
+    if (directory / SAFETENSORS_NAME).is_file():
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(directory / SAFETENSORS_NAME, framework="numpy") as stored:
+                return HF, {hf_name(key) for key in stored.keys()}
+        except (OSError, SafetensorError, TypeError, ValueError) as err:
+            raise UserError(f"{directory / SAFETENSORS_NAME}: not a readable safetensors file "
+                            f"({err})") from None
+    if (directory / f"{GOOGLE_CHECKPOINT}.index").is_file():
+        import tensorflow as tf
+
+        try:
+            reader = tf.train.load_checkpoint(str(directory / GOOGLE_CHECKPOINT))
+        except Exception as err:  # as read_google_checkpoint
+            raise UserError(f"{directory / GOOGLE_CHECKPOINT}: not a readable TF checkpoint "
+                            f"({first_line(err)})") from None
+        return GOOGLE, set(reader.get_variable_to_shape_map())
+    raise no_weights_error(directory)
 
 
 def read_safetensors(path: Path) -> dict:

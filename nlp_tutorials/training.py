@@ -3,14 +3,16 @@
 One tensor's way: :class:`~nlp_tutorials.data.PretrainingData` turns MRPC into batches, the
 model's compiled ``step()`` learns from them, :func:`pretrain` settles the run
 (:func:`prepare_run`), builds the model and its optimizer (:func:`build_training_state`), runs
-the steps (:func:`train_steps`, reporting to :class:`Progress`) and hands back the trained
+the steps (:func:`train_in_phases`, reporting to :class:`Progress`) and hands back the trained
 model, which :func:`evaluate` has scored on the MRPC test split. The optimizer and schedule are
 in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
 ``checkpoints/`` (``tf.train.CheckpointManager``: the newest few, each written before the
-``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard). ``--resume``
+``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard), and after a
+run from a real checkpoint (``--init-from``) ``pretrained/``, which ``finetune --init-from``
+reads (:mod:`nlp_tutorials.continued`). ``--resume``
 continues from the newest intact checkpoint
 (:func:`~nlp_tutorials.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
 in one line and passed over).
@@ -31,7 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nlp_tutorials import distribute
+from nlp_tutorials import continued, distribute
 from nlp_tutorials.checkpoints import (
     CHECKPOINT_DIR, build_model, holds_checkpoint, newest_intact_checkpoint, rewrite_index,
     restore_checkpoint, training_checkpoint)
@@ -42,7 +44,7 @@ from nlp_tutorials.corpus import corpus_files, learn_tokenizer
 from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length, trim_padding
 from nlp_tutorials.errors import UserError, first_line
 from nlp_tutorials.files import read_json_object, write_text_atomic
-from nlp_tutorials.optimization import WarmupLinearDecay, bert_adamw
+from nlp_tutorials.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
 from nlp_tutorials.shards import ShardData, check_same_tokenizer, read_description
 from nlp_tutorials.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
 
@@ -70,11 +72,10 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         if holds_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
-        if "vocab_size" in given and config.tokenizer != "wordpiece" and not config.corpus:
-            raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
-                            f"has a vocabulary size to choose")
-        tokenizer, config = run_tokenizer(config, given)
-        model_config = config.model_config(tokenizer.vocab_size, config.max_len)
+        if config.init_from:
+            config, tokenizer, model_config = checkpoint_text_run(config, given)
+        else:
+            config, tokenizer, model_config = new_model_run(config, given)
         tokenizer.save(model_dir)
         model_config.save(model_dir)
         write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
@@ -85,6 +86,46 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
 def mrpc_train_pairs(config: TrainConfig):
     """MRPC's train pairs, or None when the run reads a corpus (--corpus or --data)."""
     return None if config.corpus or config.data else load_mrpc("train")
+
+
+def new_model_run(config: TrainConfig, given: set):
+    """(config, tokenizer, model config) of a model trained from scratch."""
+    if "vocab_size" in given and config.tokenizer != "wordpiece" and not config.corpus:
+        raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
+                        f"has a vocabulary size to choose")
+    tokenizer, config = run_tokenizer(config, given)
+    return config, tokenizer, config.model_config(tokenizer.vocab_size, config.max_len)
+
+
+def checkpoint_text_run(config: TrainConfig, given: set):
+    """(config, tokenizer, model config) of continued pre-training (``--init-from``) on
+    MRPC, a corpus or shards: the checkpoint settles the model and tokenizer
+    (:func:`~nlp_tutorials.continued.checkpoint_run`), the text the default max_len."""
+    if config.data:  # the shards' sequences have their length already
+        config = dataclasses.replace(config, max_len=shards_max_len(config, given))
+    config, tokenizer, model_config = continued.checkpoint_run(
+        config, given, functools.partial(text_max_len, config))
+    if config.data:
+        check_same_tokenizer(config.data, tokenizer, config.init_from)
+    return config, tokenizer, model_config
+
+
+def text_max_len(config: TrainConfig, tokenizer) -> int:
+    """The default sequence length for ``tokenizer`` on the run's text: 128 for a corpus,
+    the longest MRPC train pair otherwise."""
+    if config.corpus:
+        return DEFAULT_CORPUS_MAX_LEN
+    return longest_pair_length(tokenizer, load_mrpc("train"))
+
+
+def shards_max_len(config: TrainConfig, given: set) -> int:
+    """The max_len the shards in ``config.data`` were written for; a different --max-len is
+    refused."""
+    max_len = read_description(config.data)["max_len"]
+    if "max_len" in given and config.max_len != max_len:
+        raise UserError(f"--max-len {config.max_len}: the shards in {config.data} were "
+                        f"written for --max-len {max_len}; drop the flag or prepare again")
+    return max_len
 
 
 def run_tokenizer(config: TrainConfig, given: set):
@@ -112,10 +153,7 @@ def corpus_tokenizer(config: TrainConfig, given: set):
         if fixed:
             raise UserError(f"--{fixed[0].replace('_', '-')}: with --data the tokenizer is the "
                             f"one the shards were written with (set it at `prepare`)")
-        max_len = read_description(config.data)["max_len"]
-        if "max_len" in given and config.max_len != max_len:
-            raise UserError(f"--max-len {config.max_len}: the shards in {config.data} were "
-                            f"written for --max-len {max_len}; drop the flag or prepare again")
+        max_len = shards_max_len(config, given)
         tokenizer = load_tokenizer(config.data)
         kind = "word" if isinstance(tokenizer, WordTokenizer) else "wordpiece"
         return tokenizer, dataclasses.replace(config, max_len=max_len, tokenizer=kind,
@@ -182,6 +220,15 @@ def run_schedule(config: TrainConfig) -> WarmupLinearDecay:
     return schedule
 
 
+def optimizer_schedule(config: TrainConfig):
+    """The optimizer's schedule: :func:`run_schedule`, after a heads-only warm-up
+    (``--head-warmup-steps``, at ``--head-learning-rate``) planned over the steps left."""
+    if not config.head_warmup_steps:
+        return run_schedule(config)
+    rest = dataclasses.replace(config, steps=config.steps - config.head_warmup_steps)
+    return HeadsFirst(config.head_learning_rate, config.head_warmup_steps, run_schedule(rest))
+
+
 def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> TrainConfig:
     """``config``'s run lengthened to ``steps``, continuing from step ``at``.
 
@@ -189,6 +236,9 @@ def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> Train
     for extensions; ``train_config.json`` records the new total and the extension (written
     atomically), so a later ``--resume`` rebuilds the same schedule.
     """
+    if config.head_warmup_steps:
+        raise UserError(f"--steps {steps}: a run with --head-warmup-steps cannot be extended on "
+                        f"resume (its schedule restarts after the warm-up); start a new run")
     schedule = run_schedule(config).extended(at, steps)
     piece = schedule.pieces[-1]
     record = {"at_step": at, "from_steps": config.steps, "to_steps": steps,
@@ -253,12 +303,15 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
             f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
             f"{config.precision}")
     progress = Progress(config.steps, config.log_every, printer, start=start)
-    interrupted = train_steps(model, manager, training_batches(data, config, start), strategy,
-                              config, tokenizer, progress)
+    interrupted = train_in_phases(model, manager, training_batches(data, config, start),
+                                  strategy, config, tokenizer, progress)
     path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
     progress.note(f"saved checkpoint {path}")
     if interrupted:
         raise KeyboardInterrupt
+    if config.init_from:
+        folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
+        progress.note(f"wrote {folder} (finetune --init-from reads it)")
     return PretrainedRun(model, tokenizer, config, evaluate(model, tokenizer, config, printer))
 
 
@@ -270,8 +323,11 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
     restored into both, every variable accounted for.
     """
     with strategy.scope():
-        model = build_model(model_config, config.seed)
-        model.compile(optimizer=bert_adamw(run_schedule(config), config.weight_decay))
+        if config.init_from and not restore_from:
+            model = continued.initial_model(config.init_from, config.seed)
+        else:
+            model = build_model(model_config, config.seed)
+        model.compile(optimizer=bert_adamw(optimizer_schedule(config), config.weight_decay))
         model.optimizer.build(model.trainable_variables)
         checkpoint = training_checkpoint(model, model.optimizer)
         if restore_from:
@@ -326,9 +382,28 @@ def training_batches(data, config: TrainConfig, start: int):
                 .prefetch(tf.data.AUTOTUNE))
 
 
+def train_in_phases(model, manager, batches, strategy, config: TrainConfig, tokenizer,
+                    progress: "Progress") -> bool:
+    """:func:`train_steps` over the steps left, phase by phase: the heads alone during
+    ``head_warmup_steps`` (see :mod:`nlp_tutorials.continued`), then the whole model.
+
+    Each phase compiles its own step: a traced step keeps the variables it was traced with.
+    Returns True when Ctrl-C stopped the run early.
+    """
+    for first, last, heads_only in continued.training_phases(
+            progress.start, config.head_warmup_steps, config.steps):
+        if heads_only:
+            progress.note(f"steps {first}-{last}: the pre-training heads alone (encoder frozen)")
+        with continued.heads_only(model, heads_only):
+            if train_steps(model, manager, batches, strategy, config, tokenizer, progress,
+                           first, last):
+                return True
+    return False
+
+
 def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenizer,
-                progress: "Progress") -> bool:
-    """Run the steps up to ``config.steps``; returns True when Ctrl-C stopped them early.
+                progress: "Progress", first: int, last: int) -> bool:
+    """Run steps ``first`` to ``last``; returns True when Ctrl-C stopped them early.
 
     Each step reports to ``progress``, writes TensorBoard scalars every ``log_every`` steps,
     shows a masked-token example every ``sample_every`` (BERT) and saves a checkpoint every
@@ -342,7 +417,7 @@ def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenize
     writer = tf.summary.create_file_writer(str(Path(config.model_dir) / "logs"))
     with ctrl_c_stops_between_steps() as stop_requested:
         try:
-            for step in range(progress.start + 1, config.steps + 1):
+            for step in range(first, last + 1):
                 metrics = {k: float(v) for k, v in step_fn(batch).items()}
                 progress.update(step, metrics)
                 if step % config.log_every == 0 or step == config.steps:
@@ -355,7 +430,7 @@ def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenize
                     manager.save(checkpoint_number=step)
                 if stop_requested.is_set():
                     return True
-                if step < config.steps:
+                if step < last:
                     batch = next(batches)
         except KeyboardInterrupt:
             return True
@@ -492,6 +567,8 @@ def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches) -
     train = PretrainingData(tokenizer, load_mrpc("train"), max_len=config.max_len,
                             seed=config.seed).epoch(0)
     chosen = train["mlm_ids"][train["mlm_weights"] > 0]
+    if not chosen.size:  # a vocabulary that knows no MRPC word masks nothing
+        return 0.0
     guess = np.bincount(chosen).argmax()
     hits = total = 0.0
     for batch in test_batches:
