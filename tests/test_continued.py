@@ -298,3 +298,52 @@ def test_train_then_finetune_from_the_command_line(headless, tmp_path):
     assert finetune.returncode == 0, finetune.stderr
     assert "MRPC test over 1 seed(s)" in finetune.stdout
     assert "no pre-training heads" not in finetune.stdout  # the folder holds the trained heads
+
+
+def mrpc_corpus(path: Path, documents: int = 12, sentences: int = 6) -> Path:
+    """MRPC train sentences as a corpus in google-research/bert's format: one sentence a line,
+    ``sentences`` consecutive ones a document, a blank line between documents."""
+    from nlp_tutorials.data import load_mrpc
+
+    lines = [pair.s1 for pair in load_mrpc("train")[:documents * sentences]]
+    blocks = ["\n".join(lines[i:i + sentences]) for i in range(0, len(lines), sentences)]
+    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+    return path
+
+
+def test_continued_on_a_corpus(headless, tmp_path):
+    """--init-from with --corpus: the checkpoint's vocabulary (not one learned from the text),
+    the corpus' default length capped by the checkpoint's 64 positions, and a run that trains."""
+    from nlp_tutorials.training import pretrain
+
+    text = mrpc_corpus(tmp_path / "corpus.txt")
+    config = run_config(tmp_path / "run", headless, corpus=str(text), max_len=0, steps=2,
+                        head_warmup_steps=1)
+    printed = []
+    run = pretrain(config, given={"head_warmup_steps"}, printer=printed.append)
+    vocab = (tmp_path / "run" / "vocab.txt").read_text().split()
+    assert vocab == (headless / "vocab.txt").read_text().split()
+    assert run.config.max_len == 64 and run.config.corpus == str(text)
+    assert "steps 1-1: the pre-training heads" in "\n".join(printed)
+    assert (tmp_path / "run" / "pretrained" / "model.safetensors").is_file()
+
+
+def test_shards_must_carry_the_checkpoint_vocabulary(headless, tmp_path):
+    from nlp_tutorials.corpus import learn_tokenizer
+    from nlp_tutorials.shards import prepare_shards
+    from nlp_tutorials.tokenization import load_tokenizer
+    from nlp_tutorials.training import prepare_run
+
+    text = mrpc_corpus(tmp_path / "corpus.txt")
+    quiet = {"printer": lambda _: None}
+    prepare_shards(str(text), tmp_path / "own", 2, learn_tokenizer("word", 500, [text], 1), 32, 1,
+                   **quiet)
+    with pytest.raises(UserError, match="another vocabulary"):
+        prepare_run(run_config(tmp_path / "a", headless, data=str(tmp_path / "own"), max_len=0),
+                    set(), resume=False)
+    prepare_shards(str(text), tmp_path / "same", 2, load_tokenizer(headless), 48, 1, **quiet)
+    config, _, model_config, _ = prepare_run(
+        run_config(tmp_path / "b", headless, data=str(tmp_path / "same"), max_len=0), set(),
+        resume=False)
+    assert config.max_len == 48  # the shards' length, within the checkpoint's positions
+    assert model_config.max_position_embeddings == 64
