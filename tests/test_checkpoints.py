@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.errors import UserError
+from support import weights_by_path
 
 DATA = "ckpt-3.data-00000-of-00001"
 TINY_MODEL = dict(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -28,8 +28,6 @@ def tiny_model():
     return model
 
 
-def weights_by_path(model) -> dict:
-    return {w.path.removeprefix(f"{model.name}/"): w.numpy() for w in model.weights}
 
 
 @pytest.fixture(scope="module")

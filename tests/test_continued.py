@@ -18,6 +18,7 @@ from safetensors.numpy import load_file, save_file
 
 from nlp_tutorials.config import TrainConfig
 from nlp_tutorials.errors import UserError
+from support import checkpoint_weights, weights_by_path
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,8 +65,6 @@ def matching_tensor(value: np.ndarray, tensors: dict) -> str | None:
     return None
 
 
-def weights_by_path(model) -> dict:
-    return {w.path.removeprefix(f"{model.name}/"): w.numpy() for w in model.weights}
 
 
 def is_head(path: str) -> bool:
@@ -129,13 +128,6 @@ def warmed_up(headless, tmp_path_factory):
     return model_dir, run, "\n".join(printed)
 
 
-def checkpoint_weights(prefix) -> dict:
-    """The model weights a checkpoint holds, by Keras path (its keys spell "/" as ".S")."""
-    reader = tf.train.load_checkpoint(str(prefix))
-    marker, suffix = "model/", "/.ATTRIBUTES/VARIABLE_VALUE"
-    return {key[len(marker):-len(suffix)].replace(".S", "/"): reader.get_tensor(key)
-            for key in reader.get_variable_to_shape_map()
-            if key.startswith(marker) and key.endswith(suffix)}
 
 
 def test_warm_up_moves_the_heads_and_leaves_the_encoder(headless, warmed_up):

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from nlp_tutorials.corpus import (
 from nlp_tutorials.data import IS_NEXT, NOT_NEXT
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.tokenization import WordTokenizer
+from support import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [f"w{i}" for i in range(200)]
@@ -451,14 +451,6 @@ def test_train_on_a_streamed_corpus(tmp_path, text):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ command-line workers on localhost ports.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from nlp_tutorials.distribute import parse_tf_config
 from nlp_tutorials.errors import UserError
+from support import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
@@ -77,14 +77,6 @@ def test_checkpoints_resume_across_strategies(two_replicas):
     assert figures["single_resume_vs_single"] < 1e-5
 
 
-def free_ports(count: int) -> list:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import pytest
 
 from nlp_tutorials.config import TrainConfig
 from nlp_tutorials.errors import UserError
+from support import checkpoint_weights, weights_by_path
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
@@ -309,20 +310,8 @@ def start_training(model_dir, steps, checkpoint_every, ready, *flags):
     return process
 
 
-def weights_by_path(model) -> dict:
-    """The model's weights by their Keras path without the model's name, as checkpoints key them."""
-    return {w.path.removeprefix(f"{model.name}/"): w.numpy() for w in model.weights}
 
 
-def checkpoint_weights(prefix) -> dict:
-    """The model weights a checkpoint holds, by Keras path (its keys spell "/" as ".S")."""
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(str(prefix))
-    marker, suffix = "model/", "/.ATTRIBUTES/VARIABLE_VALUE"
-    return {key[len(marker):-len(suffix)].replace(".S", "/"): reader.get_tensor(key)
-            for key in reader.get_variable_to_shape_map()
-            if key.startswith(marker) and key.endswith(suffix)}
 
 
 def saved_step(model_dir) -> int:
