@@ -1,5 +1,10 @@
 """Small helpers several test files share (the tests' folder is on sys.path under pytest)."""
+import json
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 
 def free_ports(count: int) -> list[int]:
@@ -27,3 +32,23 @@ def checkpoint_weights(prefix) -> dict:
     return {key[len(marker):-len(suffix)].replace(".S", "/"): reader.get_tensor(key)
             for key in reader.get_variable_to_shape_map()
             if key.startswith(marker) and key.endswith(suffix)}
+
+
+def run_local_workers(argv: list, count: int = 2, timeout: int = 240) -> list:
+    """Run ``python argv`` as ``count`` workers of one local cluster (TF_CONFIG on free ports),
+    the repository first on the path; (returncode, stdout, stderr) of each, by index."""
+    root = Path(__file__).resolve().parent.parent
+    cluster = {"worker": [f"localhost:{port}" for port in free_ports(count)]}
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+    workers = [subprocess.Popen(
+        [sys.executable, *argv],
+        env={**os.environ, "PYTHONPATH": path, "TF_CONFIG": json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}})},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
+        for index in range(count)]
+    try:
+        outputs = [worker.communicate(timeout=timeout) for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+    return [(worker.returncode, out, err) for worker, (out, err) in zip(workers, outputs)]

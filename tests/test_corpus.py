@@ -21,7 +21,7 @@ from nlp_tutorials.corpus import (
 from nlp_tutorials.data import IS_NEXT, NOT_NEXT
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.tokenization import WordTokenizer
-from support import free_ports
+from support import run_local_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [f"w{i}" for i in range(200)]
@@ -458,24 +458,12 @@ def test_two_workers_train_on_their_own_shards(tmp_path, text):
     shards = tmp_path / "shards"
     assert run_cli("prepare", "--corpus", str(text), "--output", str(shards), "--shards", "2",
                    "--max-len", "32").returncode == 0
-    cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    workers = [subprocess.Popen(
-        [sys.executable, "-m", "nlp_tutorials.bert", "train", "--data", str(shards),
-         "--steps", "3", "--strategy", "multiworker", "--model-dir", str(tmp_path / "model"),
-         *TINY],
-        env={**os.environ, "PYTHONPATH": path, "TF_CONFIG": json.dumps(
-            {"cluster": cluster, "task": {"type": "worker", "index": index}})},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-        for index in range(2)]
-    try:
-        outputs = [worker.communicate(timeout=240) for worker in workers]
-    finally:
-        for worker in workers:
-            worker.kill()
+    results = run_local_workers(
+        ["-m", "nlp_tutorials.bert", "train", "--data", str(shards), "--steps", "3",
+         "--strategy", "multiworker", "--model-dir", str(tmp_path / "model"), *TINY])
     counts = [s["examples"] for s in json.loads((shards / "corpus.json").read_text())["shards"]]
-    for index, (worker, (out, err)) in enumerate(zip(workers, outputs)):
-        assert worker.returncode == 0, err[-3000:]
+    for index, (returncode, out, err) in enumerate(results):
+        assert returncode == 0, err[-3000:]
         assert "2 replica(s)" in out and "steps 0 -> 3" in out, out
         # Its epoch is its own shard in its half (4 rows) of each global batch of 8.
         assert f"{counts[index] // 4} steps per epoch" in out, out

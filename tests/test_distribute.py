@@ -15,7 +15,7 @@ import pytest
 
 from nlp_tutorials.distribute import parse_tf_config
 from nlp_tutorials.errors import UserError
-from support import free_ports
+from support import run_local_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
@@ -83,24 +83,13 @@ def test_checkpoints_resume_across_strategies(two_replicas):
 def test_two_workers_train_and_agree(tmp_path):
     from nlp_tutorials.checkpoints import latest_checkpoint
 
-    cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     model_dir = tmp_path / "bert"  # shared, as on a shared file system
-    workers = [subprocess.Popen(
-        # Batches of 32 only to shorten the test-split evaluation each worker ends with.
-        [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY[:-2], "--batch-size", "32",
-         "--steps", "4",
-         "--strategy", "multiworker", "--model-dir", str(model_dir), "--no-plots"],
-        env=environment(TF_CONFIG=json.dumps({"cluster": cluster,
-                                              "task": {"type": "worker", "index": index}})),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-        for index in range(2)]
-    try:
-        outputs = [worker.communicate(timeout=240) for worker in workers]
-    finally:
-        for worker in workers:
-            worker.kill()
-    for worker, (out, err) in zip(workers, outputs):
-        assert worker.returncode == 0, err[-3000:]
+    # Batches of 32 only to shorten the test-split evaluation each worker ends with.
+    results = run_local_workers(
+        ["-m", "nlp_tutorials.bert", "train", *TINY[:-2], "--batch-size", "32", "--steps", "4",
+         "--strategy", "multiworker", "--model-dir", str(model_dir), "--no-plots"])
+    for returncode, out, err in results:
+        assert returncode == 0, err[-3000:]
         assert "2 replica(s)" in out and "test masked-token accuracy" in out, out
     import tensorflow as tf
 
