@@ -469,6 +469,29 @@ def test_two_workers_train_on_their_own_shards(tmp_path, text):
         assert f"{counts[index] // 4} steps per epoch" in out, out
 
 
+@pytest.mark.slow
+def test_two_workers_read_each_pair_once_in_an_epoch(tmp_path, text):
+    """Two local worker processes, each with its TF_CONFIG, read one epoch through the training
+    loop's input path: no pair is read by both, and together they read every pair."""
+    shards = tmp_path / "shards"
+    assert run_cli("prepare", "--corpus", str(text), "--output", str(shards), "--shards", "4",
+                   "--max-len", "32").returncode == 0
+    outputs = [tmp_path / f"worker-{index}.json" for index in range(2)]
+    results = run_local_workers([str(ROOT / "tests" / "shard_epoch.py"), str(shards),
+                                 str(tmp_path)])
+    for returncode, _, err in results:
+        assert returncode == 0, err[-3000:]
+    read = [json.loads(path.read_text()) for path in outputs]
+    assert sorted(tuple(r["pipeline"]) for r in read) == [(2, 0), (2, 1)]
+    as_tuples = [[(tuple(ids), tuple(types), label) for ids, types, label in r["rows"]]
+                 for r in read]
+    everything = [(ids, types, label[0]) for ids, types, label in
+                  read_rows([str(f) for f in sorted(shards.glob("*.tfrecord"))])]
+    assert len(set(everything)) == len(everything)  # distinct pairs: the check can tell
+    assert not set(as_tuples[0]) & set(as_tuples[1])
+    assert sorted(as_tuples[0] + as_tuples[1]) == sorted(everything)
+
+
 def test_wordpiece_corpus_with_whole_word_masking(text):
     wordpiece = corpus.learn_tokenizer("wordpiece", 120, [text], 1)
     assert wordpiece.vocab_size == 120 and wordpiece.continuation_ids
