@@ -481,6 +481,9 @@ def export_model(args):
 def train(model_name: str, args) -> int:
     """``train``: pre-train, then (unless --no-plots) export the model's attention and draw it."""
     config, given = config_from_args(TrainConfig, args, **train_defaults(model_name))
+    if "head_learning_rate" in given and not config.init_from:
+        raise UserError(f"--head-learning-rate {config.head_learning_rate}: only with "
+                        f"--init-from (it is the rate of the heads-only warm-up steps)")
     start_tensorflow()
     from nlp_tutorials.training import pretrain
 

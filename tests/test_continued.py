@@ -223,6 +223,7 @@ def test_folder_that_is_not_a_bert_checkpoint(tmp_path):
 @pytest.mark.parametrize("argv, expected", [
     (["train", "--init-from", "no/such/bert"], "--init-from no/such/bert: no such folder"),
     (["train", "--head-warmup-steps", "5"], "--head-warmup-steps 5: only with --init-from"),
+    (["train", "--head-learning-rate", "0.01"], "--head-learning-rate 0.01: only with --init-from"),
 ])
 def test_bad_flags_fail_in_one_line_without_tensorflow(argv, expected):
     code = ("import sys\nfrom nlp_tutorials.cli import main\n"
