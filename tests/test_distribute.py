@@ -57,6 +57,7 @@ def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
         assert abs(run["mean_of_replica_means"] - run["single_loss"]) > 1e-3, name
 
 
+@pytest.mark.slow
 def test_keras_evaluate_under_two_replicas_reports_the_global_batchs_metrics(two_replicas):
     figures = two_replicas["keras_evaluate"]
     assert figures["mirrored"].keys() == figures["single"].keys()
