@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nlp_tutorials.data import IS_NEXT, NOT_NEXT, default_max_predictions, mask_tokens
+from nlp_tutorials.data import IS_NEXT, NOT_NEXT, default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.tokenization import pad_ragged
 
@@ -339,11 +339,9 @@ class CorpusData:
         batch = {"input_ids": input_ids, "token_type_ids": token_type_ids,
                  "nsp_labels": np.array([label for _, _, label in group], dtype=np.int32)}
         if masked:
-            batch.update(mask_tokens(
-                input_ids, rng, vocab_size=self.tokenizer.vocab_size,
-                mask_id=self.tokenizer.mask_id, special_ids=self.tokenizer.special_ids,
-                max_predictions=self.max_predictions, mask_prob=self.mask_prob,
-                continuation_ids=self._continuation_ids))
+            batch.update(mask_with_tokenizer(
+                self.tokenizer, input_ids, rng, self.max_predictions, self.mask_prob,
+                self._continuation_ids))
         return batch
 
     def batches(self, batch_size: int, masked: bool = True, start_epoch: int = 0):

@@ -145,6 +145,15 @@ def default_max_predictions(max_len: int, mask_prob: float = 0.15) -> int:
     return int(_num_to_mask(max(1, max_len - 2), mask_prob))
 
 
+def mask_with_tokenizer(tokenizer, input_ids, rng, max_predictions: int, mask_prob=0.15,
+                        continuation_ids=None) -> dict:
+    """:func:`mask_tokens` with ``tokenizer``'s vocabulary size, ``[MASK]`` id and special ids."""
+    return mask_tokens(input_ids, rng, vocab_size=tokenizer.vocab_size,
+                       mask_id=tokenizer.mask_id, special_ids=tokenizer.special_ids,
+                       max_predictions=max_predictions, mask_prob=mask_prob,
+                       continuation_ids=continuation_ids)
+
+
 def _ordinary_ids(vocab_size, specials):
     """The ids in [0, vocab_size) that are not in ``specials`` (int array), increasing."""
     # A boolean mask, not np.setdiff1d: that one sorts the whole vocabulary on every batch.
@@ -365,11 +374,9 @@ class PretrainingData:
         examples = {"input_ids": input_ids, "token_type_ids": token_type_ids,
                     "nsp_labels": nsp_labels[order]}
         if masked:
-            examples.update(mask_tokens(
-                input_ids, rng, vocab_size=self.tokenizer.vocab_size,
-                mask_id=self.tokenizer.mask_id, special_ids=self.tokenizer.special_ids,
-                max_predictions=self.max_predictions, mask_prob=self.mask_prob,
-                continuation_ids=self._continuation_ids))
+            examples.update(mask_with_tokenizer(
+                self.tokenizer, input_ids, rng, self.max_predictions, self.mask_prob,
+                self._continuation_ids))
         return examples
 
     def dataset(self, batch_size: int, masked: bool = True, repeat: bool = True):

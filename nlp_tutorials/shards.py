@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.corpus import CorpusCounts, CorpusData
-from nlp_tutorials.data import default_max_predictions, mask_tokens
+from nlp_tutorials.data import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.errors import UserError
 from nlp_tutorials.files import read_json_object, write_text_atomic
 from nlp_tutorials.tokenization import load_tokenizer
@@ -243,10 +243,8 @@ def batch_masker(tokenizer, seed: int, pipeline_id: int, max_len: int,
 
     def mask_numpy(number, input_ids):
         rng = np.random.default_rng([seed, pipeline_id, int(number)])
-        masked = mask_tokens(input_ids, rng, vocab_size=tokenizer.vocab_size,
-                             mask_id=tokenizer.mask_id, special_ids=tokenizer.special_ids,
-                             max_predictions=max_predictions,
-                             continuation_ids=continuation_ids)
+        masked = mask_with_tokenizer(tokenizer, input_ids, rng, max_predictions,
+                                     continuation_ids=continuation_ids)
         return (masked["input_ids"], masked["mlm_positions"], masked["mlm_ids"],
                 masked["mlm_weights"])
 
