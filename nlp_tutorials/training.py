@@ -64,6 +64,7 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
     model_dir = Path(config.model_dir)
     if resume:
         config = resumed_config(config, given, model_dir)
+        train_pairs = mrpc_train_pairs(config)
         tokenizer = load_tokenizer(model_dir)
         model_config = ModelConfig.load(model_dir)
         if config.data:  # the shards' ids must mean the model's tokens
@@ -72,15 +73,16 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         if holds_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
+        train_pairs = mrpc_train_pairs(config)
         if config.init_from:
-            config, tokenizer, model_config = checkpoint_text_run(config, given)
+            config, tokenizer, model_config = checkpoint_text_run(config, given, train_pairs)
         else:
-            config, tokenizer, model_config = new_model_run(config, given)
+            config, tokenizer, model_config = new_model_run(config, given, train_pairs)
         tokenizer.save(model_dir)
         model_config.save(model_dir)
         write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
                           json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    return config, tokenizer, model_config, mrpc_train_pairs(config)
+    return config, tokenizer, model_config, train_pairs
 
 
 def mrpc_train_pairs(config: TrainConfig):
@@ -88,34 +90,35 @@ def mrpc_train_pairs(config: TrainConfig):
     return None if config.corpus or config.data else load_mrpc("train")
 
 
-def new_model_run(config: TrainConfig, given: set):
-    """(config, tokenizer, model config) of a model trained from scratch."""
+def new_model_run(config: TrainConfig, given: set, train_pairs):
+    """(config, tokenizer, model config) of a model trained from scratch; ``train_pairs``:
+    MRPC's, or None for a corpus run."""
     if "vocab_size" in given and config.tokenizer != "wordpiece" and not config.corpus:
         raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
                         f"has a vocabulary size to choose")
-    tokenizer, config = run_tokenizer(config, given)
+    tokenizer, config = run_tokenizer(config, given, train_pairs)
     return config, tokenizer, config.model_config(tokenizer.vocab_size, config.max_len)
 
 
-def checkpoint_text_run(config: TrainConfig, given: set):
+def checkpoint_text_run(config: TrainConfig, given: set, train_pairs):
     """(config, tokenizer, model config) of continued pre-training (``--init-from``) on
     MRPC, a corpus or shards: the checkpoint settles the model and tokenizer
     (:func:`~nlp_tutorials.continued.checkpoint_run`), the text the default max_len."""
     if config.data:  # the shards' sequences have their length already
         config = dataclasses.replace(config, max_len=shards_max_len(config, given))
     config, tokenizer, model_config = continued.checkpoint_run(
-        config, given, functools.partial(text_max_len, config))
+        config, given, functools.partial(text_max_len, config, train_pairs))
     if config.data:
         check_same_tokenizer(config.data, tokenizer, config.init_from)
     return config, tokenizer, model_config
 
 
-def text_max_len(config: TrainConfig, tokenizer) -> int:
+def text_max_len(config: TrainConfig, train_pairs, tokenizer) -> int:
     """The default sequence length for ``tokenizer`` on the run's text: 128 for a corpus,
     the longest MRPC train pair otherwise."""
     if config.corpus:
         return DEFAULT_CORPUS_MAX_LEN
-    return longest_pair_length(tokenizer, load_mrpc("train"))
+    return longest_pair_length(tokenizer, train_pairs)
 
 
 def shards_max_len(config: TrainConfig, given: set) -> int:
@@ -128,12 +131,11 @@ def shards_max_len(config: TrainConfig, given: set) -> int:
     return max_len
 
 
-def run_tokenizer(config: TrainConfig, given: set):
+def run_tokenizer(config: TrainConfig, given: set, train_pairs):
     """(tokenizer, config with max_len settled) of a new run: learned from MRPC train, or
     from the corpus (:func:`corpus_tokenizer`)."""
     if config.corpus or config.data:
         return corpus_tokenizer(config, given)
-    train_pairs = load_mrpc("train")
     # The vocabulary comes from the TRAIN split only: test words stay unknown.
     tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
     if not config.max_len:
