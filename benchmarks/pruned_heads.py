@@ -23,12 +23,20 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.bertology import iterative_heads_to_prune, kept_heads, recover  # noqa: E402
-from nlp_tutorials.data import encode_pairs, load_mrpc  # noqa: E402
-from nlp_tutorials.finetune import (  # noqa: E402
-    load_finetuned, paraphrase_probabilities, split_train_dev)
-from nlp_tutorials.metrics import accuracy, f1_score  # noqa: E402
-from nlp_tutorials.pruning import pruned_head_model  # noqa: E402
+from nlp_tutorials.analysis.bertology import (
+    iterative_heads_to_prune,
+    kept_heads,
+    recover,
+)
+from nlp_tutorials.text.packing import encode_pairs  # noqa: E402
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.training.finetuning import (
+    load_finetuned,
+    paraphrase_probabilities,
+    split_train_dev,
+)
+from nlp_tutorials.tasks.metrics import accuracy, f1_score  # noqa: E402
+from nlp_tutorials.models.pruning import pruned_head_model  # noqa: E402
 
 
 def main(argv=None):

@@ -28,17 +28,19 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
 
-    from nlp_tutorials import distribute
+    from nlp_tutorials.training import distribute
 
     strategy = distribute.make_strategy(args.strategy, args.cpu_replicas)  # before any TF op
     distribute.set_precision(args.precision)
 
-    from nlp_tutorials.config import TrainConfig
-    from nlp_tutorials.data import PretrainingData, load_mrpc, longest_pair_length
-    from nlp_tutorials.tokenization import WordTokenizer
-    from nlp_tutorials.checkpoints import build_model
-    from nlp_tutorials.data import trim_padding
-    from nlp_tutorials.optimization import make_optimizer
+    from nlp_tutorials.training.config import TrainConfig
+    from nlp_tutorials.sources.mrpc import PretrainingData
+    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.text.packing import longest_pair_length
+    from nlp_tutorials.text.tokenization import WordTokenizer
+    from nlp_tutorials.training.checkpoints import build_model
+    from nlp_tutorials.text.packing import trim_padding
+    from nlp_tutorials.training.optimization import make_optimizer
 
     config = TrainConfig()
     pairs = load_mrpc("train")

@@ -37,9 +37,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from nlp_tutorials.data import encode_pairs, load_mrpc  # noqa: E402
-from nlp_tutorials.finetune import load_finetuned  # noqa: E402
-from nlp_tutorials.serving import GraphWordPiece, export_model, pack  # noqa: E402
+from nlp_tutorials.text.packing import encode_pairs  # noqa: E402
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.training.finetuning import load_finetuned  # noqa: E402
+from nlp_tutorials.serving.savedmodel import GraphWordPiece, export_model, pack  # noqa: E402
 
 BATCH = 32
 
@@ -147,7 +148,7 @@ class Ours:
     @staticmethod
     def ids_of(tokenizer, s1, s2):
         """predict_ids' inputs for a batch, padded to its longest pair, as serving_default pads."""
-        from nlp_tutorials.data import Pair
+        from nlp_tutorials.tasks.mrpc import Pair
 
         arrays = encode_pairs(tokenizer, [Pair(0, "", "", a, b) for a, b in zip(s1, s2)], 512)
         step = int(np.count_nonzero(arrays["input_ids"], axis=1).max())

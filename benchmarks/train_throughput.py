@@ -33,10 +33,12 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from nlp_tutorials.bert import BERT  # noqa: E402
-from nlp_tutorials.config import ModelConfig  # noqa: E402
-from nlp_tutorials.data import PretrainingData, default_max_predictions, load_mrpc  # noqa: E402
-from nlp_tutorials.tokenization import WordTokenizer  # noqa: E402
-from nlp_tutorials.optimization import make_optimizer  # noqa: E402
+from nlp_tutorials.models.config import ModelConfig  # noqa: E402
+from nlp_tutorials.sources.mrpc import PretrainingData  # noqa: E402
+from nlp_tutorials.text.masking import default_max_predictions
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.text.tokenization import WordTokenizer  # noqa: E402
+from nlp_tutorials.training.optimization import make_optimizer  # noqa: E402
 
 CONFIGS = {
     # the original tutorial's size, and the shape of the reference measurements

@@ -1,88 +1,14 @@
-"""BERT (Devlin et al., 2019): GPT's stack made bidirectional and trained to fill in blanks.
+"""``python -m nlp_tutorials.bert``: pre-train, fine-tune, inspect and serve BERT.
 
-BERT differs from :class:`~nlp_tutorials.gpt.GPT` in two things only:
-
-- ``mask()``: padding only, so every token attends to both its left and its right;
-- ``step()``: the masked-LM loss at the chosen positions + 0.2 x the next-sentence loss.
-
-Run ``python -m nlp_tutorials.bert train`` to pre-train it on MRPC.
+Run as a program, this hands over to the command line before TensorFlow is imported, so
+``--help`` and argument errors answer at once. Imported, it gives the model:
+``from nlp_tutorials.bert import BERT`` (the lesson itself is :mod:`nlp_tutorials.models.bert`).
 """
-
 if __name__ == "__main__":
-    # `python -m nlp_tutorials.bert` hands over to the CLI before TensorFlow is imported, so
-    # --help and argument errors answer at once; the CLI imports this module again by name.
     from nlp_tutorials.cli import main
 
     raise SystemExit(main("bert"))
 
-import keras  # noqa: E402  (after the CLI hand-over above)
-import tensorflow as tf
+from nlp_tutorials.models.bert import BERT  # noqa: E402
 
-from nlp_tutorials import pretrained
-from nlp_tutorials.gpt import GPT, NSP_WEIGHT
-from nlp_tutorials.losses import sparse_cross_entropy
-from nlp_tutorials.masks import padding_mask
-
-
-@keras.saving.register_keras_serializable(package="nlp_tutorials")
-class BERT(GPT):
-    """Bidirectional encoder pre-trained with masked-LM and next-sentence prediction.
-
-    Same inputs and outputs as :class:`GPT`; under the bidirectional mask the pooled output
-    reads ``[CLS]`` (position 0).
-    """
-
-    @classmethod
-    def from_pretrained(cls, path, printer=print) -> "BERT":
-        """A BERT with real pretrained weights from a folder in HuggingFace's format
-        (``config.json``, ``model.safetensors``) or Google's (``bert_config.json``,
-        ``bert_model.ckpt.*``); see :mod:`nlp_tutorials.pretrained`.
-
-        Pre-training heads the checkpoint lacks keep their fresh initialisation, and
-        ``printer`` gets a one-line note saying so. Bad folders raise UserError.
-        """
-        config = pretrained.read_config(path)
-        weights = pretrained.read_weights(path, config, printer)  # names checked before building
-        model = cls(config)
-        pretrained.assign_weights(model, weights, path)
-        return model
-
-    def save_pretrained(self, directory):
-        """Write HuggingFace's ``config.json`` and ``model.safetensors`` into ``directory``.
-
-        :meth:`from_pretrained` and transformers' ``BertForPreTraining.from_pretrained`` both
-        read the folder back. Returns its Path.
-        """
-        return pretrained.save_pretrained(self, directory)
-
-    def mask(self, ids, attention_mask=None):
-        """Padding only: every real token is visible from every position. [batch, 1, 1, step]
-
-        Real tokens are those not equal to ``pad_token_id``, or where ``attention_mask``
-        [batch, step] is 1 when it is given.
-        """
-        return padding_mask(ids, self.config.pad_token_id, attention_mask)
-
-    def step(self, batch, training=True):
-        """One optimisation step: masked-LM loss + 0.2 x next-sentence loss.
-
-        ``batch``: ``input_ids`` (with masks applied), ``token_type_ids`` [batch, step];
-        ``mlm_positions``, ``mlm_ids``, ``mlm_weights`` [batch, max_predictions] (the chosen
-        positions, their original ids, 1.0 where a position is real); ``nsp_labels`` [batch]
-        (0 = IsNext, 1 = NotNext). Vocabulary logits are computed at the chosen positions only:
-        the projection onto the vocabulary is most of the model's work.
-        Returns scalar metrics: loss, mlm_loss, mlm_accuracy, nsp_loss, nsp_accuracy.
-        """
-        with tf.GradientTape() as tape:
-            outputs = self(batch, training=training)
-            chosen = tf.gather(outputs["sequence_output"], batch["mlm_positions"], batch_dims=1)
-            mlm_logits, nsp_logits = self.pretraining_heads(chosen, outputs["pooled_output"])
-            mlm_loss, mlm_accuracy = sparse_cross_entropy(
-                batch["mlm_ids"], mlm_logits, batch["mlm_weights"])  # [batch, predictions, vocab]
-            nsp_loss, nsp_accuracy = sparse_cross_entropy(
-                batch["nsp_labels"], nsp_logits, tf.ones_like(batch["nsp_labels"]))
-            loss = mlm_loss + NSP_WEIGHT * nsp_loss
-        if training:
-            self.apply_gradients(tape, loss)
-        return {"loss": loss, "mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy,
-                "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}
+__all__ = ["BERT"]

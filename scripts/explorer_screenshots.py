@@ -16,7 +16,7 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
-from nlp_tutorials.explorer import find_chromium
+from nlp_tutorials.analysis.explorer import find_chromium
 
 IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
 

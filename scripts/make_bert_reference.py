@@ -76,7 +76,7 @@ def make_minilm_reference():
     from transformers import AutoTokenizer, BertModel
 
     sys.path.insert(0, str(ROOT))
-    from nlp_tutorials.data import load_mrpc
+    from nlp_tutorials.tasks.mrpc import load_mrpc
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     pairs = [p for p in load_mrpc("test")

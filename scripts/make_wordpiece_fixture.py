@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from nlp_tutorials.data import load_mrpc  # noqa: E402  (only the MRPC reader is used)
+from nlp_tutorials.tasks.mrpc import load_mrpc  # noqa: E402  (only the MRPC reader is used)
 
 FIXTURE = REPO / "tests" / "fixtures" / "minilm_mrpc_wordpiece.json.gz"
 PAIRS_WITH_IDS = 5

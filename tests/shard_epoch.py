@@ -15,10 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-from nlp_tutorials.config import TrainConfig
-from nlp_tutorials.files import write_text_atomic
-from nlp_tutorials.tokenization import load_tokenizer
-from nlp_tutorials.training import pretraining_data, training_batches
+from nlp_tutorials.training.config import TrainConfig
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.text.tokenization import load_tokenizer
+from nlp_tutorials.training.pretraining import pretraining_data, training_batches
 
 
 def unpadded(ids, types, length) -> list:

@@ -4,11 +4,11 @@ import sys
 import numpy as np
 import pytest
 
-from nlp_tutorials.baseline import (
+from nlp_tutorials.analysis.baseline import (
     evaluate_overlap_baseline, feature_names, fit_overlap_baseline, main, numbers,
     overlap_features, pair_features, words)
-from nlp_tutorials.data import Pair, load_mrpc
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
+from nlp_tutorials.system.errors import UserError
 
 
 def features(s1, s2) -> dict:

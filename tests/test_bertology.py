@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nlp_tutorials import bertology
+from nlp_tutorials.analysis import bertology
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.cli import main
-from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.data import encode_pairs, load_mrpc
-from nlp_tutorials.finetune import load_finetuned, save_head, scores
-from nlp_tutorials.heads import SequenceClassifier
-from nlp_tutorials.pruning import pruned_head_model
-from nlp_tutorials.tokenization import WordTokenizer
+from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.training.finetuning import load_finetuned, save_head, scores
+from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.models.pruning import pruned_head_model
+from nlp_tutorials.text.tokenization import WordTokenizer
 
 
 @pytest.fixture(scope="module")

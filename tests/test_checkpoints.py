@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.models.config import ModelConfig
 from support import weights_by_path
 
 DATA = "ckpt-3.data-00000-of-00001"
@@ -19,8 +19,8 @@ TINY_MODEL = dict(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attent
 
 
 def tiny_model():
-    from nlp_tutorials.checkpoints import build_model
-    from nlp_tutorials.optimization import make_optimizer
+    from nlp_tutorials.training.checkpoints import build_model
+    from nlp_tutorials.training.optimization import make_optimizer
 
     model = build_model(ModelConfig(**TINY_MODEL), seed=0)
     model.compile(optimizer=make_optimizer(1e-3, 10))
@@ -35,8 +35,8 @@ def saved_run(tmp_path_factory):
     """A model folder with checkpoints at steps 1, 2 and 3; and each step's weights."""
     import tensorflow as tf
 
-    from nlp_tutorials.checkpoints import training_checkpoint
-    from nlp_tutorials.tokenization import WordTokenizer
+    from nlp_tutorials.training.checkpoints import training_checkpoint
+    from nlp_tutorials.text.tokenization import WordTokenizer
 
     model_dir = tmp_path_factory.mktemp("saved_run")
     model = tiny_model()
@@ -76,7 +76,7 @@ def damage(path, how: str) -> None:
 
 def restore_reporting(model_dir):
     """restore_model with its report lines collected: (weights by path, lines)."""
-    from nlp_tutorials.checkpoints import restore_model
+    from nlp_tutorials.training.checkpoints import restore_model
 
     lines = []
     model, _ = restore_model(model_dir, report=lines.append)
@@ -166,9 +166,9 @@ def test_no_intact_checkpoint_is_one_line_naming_each(run_copy, capsys):
 def test_resume_restores_the_intact_checkpoint_and_repairs_the_index(run_copy):
     import tensorflow as tf
 
-    from nlp_tutorials.checkpoints import newest_intact_checkpoint
-    from nlp_tutorials.config import TrainConfig
-    from nlp_tutorials.training import build_training_state
+    from nlp_tutorials.training.checkpoints import newest_intact_checkpoint
+    from nlp_tutorials.training.config import TrainConfig
+    from nlp_tutorials.training.pretraining import build_training_state
 
     model_dir, checkpoints, saved = run_copy
     damage(checkpoints / "checkpoint", "zero-filled")

@@ -5,8 +5,13 @@ import sys
 import pytest
 
 from nlp_tutorials.cli import build_parser, build_transformer_parser, train_defaults
-from nlp_tutorials.config import DateTrainConfig, FinetuneConfig, TrainConfig, config_from_args
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.training.config import (
+    DateTrainConfig,
+    FinetuneConfig,
+    TrainConfig,
+    config_from_args,
+)
+from nlp_tutorials.system.errors import UserError
 
 
 def test_train_config_takes_the_given_flags_and_names_them():
@@ -54,6 +59,6 @@ def test_settings_that_cannot_work_together_are_refused(parse, config_class, exp
 
 
 def test_configs_load_without_tensorflow():
-    code = ("import sys\nfrom nlp_tutorials.config import DateTrainConfig\n"
+    code = ("import sys\nfrom nlp_tutorials.training.config import DateTrainConfig\n"
             "DateTrainConfig().model_config()\nassert 'tensorflow' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from nlp_tutorials.config import TrainConfig
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.training.config import TrainConfig
+from nlp_tutorials.system.errors import UserError
 from support import checkpoint_weights, weights_by_path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,8 +27,8 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 def mrpc_vocab(size: int) -> list[str]:
     """The special tokens and the most frequent lower-cased MRPC train words, ``size`` in all."""
-    from nlp_tutorials.data import load_mrpc
-    from nlp_tutorials.tokenization import WordPieceTokenizer
+    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.text.tokenization import WordPieceTokenizer
 
     basic = WordPieceTokenizer(SPECIALS + ["the"])
     counts = collections.Counter(word for pair in load_mrpc("train") for text in (pair.s1, pair.s2)
@@ -80,7 +80,7 @@ def run_config(model_dir, init_from, **overrides) -> TrainConfig:
 
 def initial_weights(config: TrainConfig, given=frozenset()) -> tuple:
     """(settled config, the model's weights as training receives them, before step 1)."""
-    from nlp_tutorials.training import build_training_state, prepare_run
+    from nlp_tutorials.training.pretraining import build_training_state, prepare_run
 
     config, _, model_config, _ = prepare_run(config, set(given), resume=False)
     model, _ = build_training_state(config, model_config, tf.distribute.get_strategy())
@@ -119,7 +119,7 @@ def test_missing_heads_are_fresh_and_get_a_warm_up_by_default(headless, tmp_path
 @pytest.fixture(scope="module")
 def warmed_up(headless, tmp_path_factory):
     """A 4-step run from ``headless`` whose first 2 steps train the heads alone."""
-    from nlp_tutorials.training import pretrain
+    from nlp_tutorials.training.pretraining import pretrain
 
     model_dir = tmp_path_factory.mktemp("run")
     printed = []
@@ -133,7 +133,7 @@ def warmed_up(headless, tmp_path_factory):
 def test_warm_up_moves_the_heads_and_leaves_the_encoder(headless, warmed_up):
     model_dir, run, printed = warmed_up
     tensors = stored_tensors(headless)
-    from nlp_tutorials.continued import initial_model
+    from nlp_tutorials.training.continued import initial_model
 
     after_warm_up = checkpoint_weights(model_dir / "checkpoints" / "ckpt-2")
     fresh = initial_model(headless, run.config.seed, printer=lambda _: None)  # heads drawn again
@@ -152,8 +152,8 @@ def test_warm_up_moves_the_heads_and_leaves_the_encoder(headless, warmed_up):
 
 
 def test_finetune_starts_from_the_continued_weights(warmed_up):
-    from nlp_tutorials.config import FinetuneConfig
-    from nlp_tutorials.finetune import backbone_and_tokenizer
+    from nlp_tutorials.training.config import FinetuneConfig
+    from nlp_tutorials.training.finetuning import backbone_and_tokenizer
 
     model_dir, run, printed = warmed_up
     folder = model_dir / "pretrained"
@@ -168,7 +168,7 @@ def test_finetune_starts_from_the_continued_weights(warmed_up):
 
 def test_phases_of_a_run_resumed_in_the_warm_up():
     """Phases from a resumed step: the rest of the warm-up first, then everything."""
-    from nlp_tutorials.continued import training_phases
+    from nlp_tutorials.training.continued import training_phases
 
     assert training_phases(0, 2, 4) == [(1, 2, True), (3, 4, False)]
     assert training_phases(1, 2, 4) == [(2, 2, True), (3, 4, False)]
@@ -188,7 +188,7 @@ def test_phases_of_a_run_resumed_in_the_warm_up():
     ({"model_type": "gpt"}, set(), r"only BERT starts from a pretrained checkpoint"),
 ])
 def test_contradicting_flags_are_refused(headless, tmp_path, overrides, given, message):
-    from nlp_tutorials.training import prepare_run
+    from nlp_tutorials.training.pretraining import prepare_run
 
     with pytest.raises(UserError, match=message):
         prepare_run(run_config(tmp_path, headless, **overrides), given, resume=False)
@@ -196,7 +196,7 @@ def test_contradicting_flags_are_refused(headless, tmp_path, overrides, given, m
 
 
 def test_agreeing_flags_are_accepted(headless, tmp_path):
-    from nlp_tutorials.training import prepare_run
+    from nlp_tutorials.training.pretraining import prepare_run
 
     config, _, _, _ = prepare_run(run_config(tmp_path, headless, dim=32, layers=2, heads=4),
                                   {"dim", "layers", "heads"}, resume=False)
@@ -204,7 +204,7 @@ def test_agreeing_flags_are_accepted(headless, tmp_path):
 
 
 def test_folder_that_is_not_a_bert_checkpoint(tmp_path):
-    from nlp_tutorials.training import prepare_run
+    from nlp_tutorials.training.pretraining import prepare_run
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match=r"empty: no config.json or bert_config.json found"):
@@ -247,7 +247,7 @@ def test_gpt_has_no_init_from():
 def test_heads_rate_is_constant_then_the_schedule_starts_over():
     """30 steps, 10 heads-only at 1e-3, then BERT's schedule over the 20 left (peak 1e-4,
     warm-up 2): the rate of update t (1 for the first) written out with numpy."""
-    from nlp_tutorials.training import optimizer_schedule
+    from nlp_tutorials.training.pretraining import optimizer_schedule
 
     config = TrainConfig(steps=30, learning_rate=1e-4, head_learning_rate=1e-3,
                          head_warmup_steps=10, init_from="x")
@@ -264,7 +264,7 @@ def test_heads_rate_is_constant_then_the_schedule_starts_over():
 
 
 def test_a_run_with_a_head_warm_up_is_not_extended(tmp_path):
-    from nlp_tutorials.training import extend_run
+    from nlp_tutorials.training.pretraining import extend_run
 
     config = TrainConfig(model_dir=str(tmp_path), steps=30, head_warmup_steps=10, init_from="x")
     with pytest.raises(UserError, match=r"--steps 40: a run with --head-warmup-steps cannot be "
@@ -296,7 +296,7 @@ def test_train_then_finetune_from_the_command_line(headless, tmp_path):
 def mrpc_corpus(path: Path, documents: int = 12, sentences: int = 6) -> Path:
     """MRPC train sentences as a corpus in google-research/bert's format: one sentence a line,
     ``sentences`` consecutive ones a document, a blank line between documents."""
-    from nlp_tutorials.data import load_mrpc
+    from nlp_tutorials.tasks.mrpc import load_mrpc
 
     lines = [pair.s1 for pair in load_mrpc("train")[:documents * sentences]]
     blocks = ["\n".join(lines[i:i + sentences]) for i in range(0, len(lines), sentences)]
@@ -307,7 +307,7 @@ def mrpc_corpus(path: Path, documents: int = 12, sentences: int = 6) -> Path:
 def test_continued_on_a_corpus(headless, tmp_path):
     """--init-from with --corpus: the checkpoint's vocabulary (not one learned from the text),
     the corpus' default length capped by the checkpoint's 64 positions, and a run that trains."""
-    from nlp_tutorials.training import pretrain
+    from nlp_tutorials.training.pretraining import pretrain
 
     text = mrpc_corpus(tmp_path / "corpus.txt")
     config = run_config(tmp_path / "run", headless, corpus=str(text), max_len=0, steps=2,
@@ -322,10 +322,10 @@ def test_continued_on_a_corpus(headless, tmp_path):
 
 
 def test_shards_must_carry_the_checkpoint_vocabulary(headless, tmp_path):
-    from nlp_tutorials.corpus import learn_tokenizer
-    from nlp_tutorials.shards import prepare_shards
-    from nlp_tutorials.tokenization import load_tokenizer
-    from nlp_tutorials.training import prepare_run
+    from nlp_tutorials.sources.corpus import learn_tokenizer
+    from nlp_tutorials.sources.shards import prepare_shards
+    from nlp_tutorials.text.tokenization import load_tokenizer
+    from nlp_tutorials.training.pretraining import prepare_run
 
     text = mrpc_corpus(tmp_path / "corpus.txt")
     quiet = {"printer": lambda _: None}

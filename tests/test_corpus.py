@@ -14,13 +14,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlp_tutorials import corpus
-from nlp_tutorials.corpus import (
-    CorpusCounts, CorpusData, corpus_files, document_pairs, pretraining_pairs, read_documents,
-    tokenized_documents)
-from nlp_tutorials.data import IS_NEXT, NOT_NEXT
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.tokenization import WordTokenizer
+from nlp_tutorials.sources import corpus
+from nlp_tutorials.sources.corpus import (
+    CorpusCounts,
+    CorpusData,
+    corpus_files,
+    document_pairs,
+    pretraining_pairs,
+    read_documents,
+    tokenized_documents,
+)
+from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.text.tokenization import WordTokenizer
 from support import run_local_workers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,7 +217,7 @@ def test_word_vocabulary_is_capped(text):
 # --- TFRecord shards (TensorFlow) ---
 
 def prepare(text, output, shards, tokenizer, max_len=32, seed=1):
-    from nlp_tutorials.shards import prepare_shards
+    from nlp_tutorials.sources.shards import prepare_shards
 
     return prepare_shards(str(text), output, shards, tokenizer, max_len, seed,
                           printer=lambda _: None)
@@ -221,7 +227,7 @@ def read_rows(files, shuffle=False):
     """(input_ids, token_type_ids, nsp_label) tuples of every example in ``files``."""
     import tensorflow as tf
 
-    from nlp_tutorials.shards import example_dataset
+    from nlp_tutorials.sources.shards import example_dataset
 
     rows = []
     for serialized in example_dataset(files, seed=0, shuffle=shuffle):
@@ -232,7 +238,7 @@ def read_rows(files, shuffle=False):
 
 
 def test_shards_hold_the_corpus_pairs(tmp_path, text, tokenizer):
-    from nlp_tutorials.shards import read_description, worker_files
+    from nlp_tutorials.sources.shards import read_description, worker_files
 
     description = prepare(text, tmp_path / "shards", 3, tokenizer)
     assert description == read_description(tmp_path / "shards")
@@ -252,7 +258,7 @@ def test_shards_hold_the_corpus_pairs(tmp_path, text, tokenizer):
 
 
 def test_two_workers_read_disjoint_shards_covering_all(tmp_path, text, tokenizer):
-    from nlp_tutorials.shards import ShardData, read_description, worker_files
+    from nlp_tutorials.sources.shards import ShardData, read_description, worker_files
 
     description = prepare(text, tmp_path / "shards", 4, tokenizer)
     everything = read_rows(worker_files(tmp_path / "shards", description))
@@ -266,7 +272,7 @@ def test_two_workers_read_disjoint_shards_covering_all(tmp_path, text, tokenizer
 
 
 def test_more_workers_than_shards(tmp_path, text, tokenizer):
-    from nlp_tutorials.shards import ShardData
+    from nlp_tutorials.sources.shards import ShardData
 
     prepare(text, tmp_path / "shards", 1, tokenizer)
     with pytest.raises(UserError, match=r"1 shard\(s\) for 2 workers"):
@@ -274,7 +280,7 @@ def test_more_workers_than_shards(tmp_path, text, tokenizer):
 
 
 def test_training_batches_are_masked_afresh(tmp_path, text, tokenizer):
-    from nlp_tutorials.shards import ShardData
+    from nlp_tutorials.sources.shards import ShardData
 
     prepare(text, tmp_path / "shards", 2, tokenizer)
     data = ShardData(tmp_path / "shards", tokenizer, seed=5)
@@ -292,7 +298,7 @@ def test_training_batches_are_masked_afresh(tmp_path, text, tokenizer):
         np.testing.assert_array_equal(
             np.take_along_axis(original, positions, 1)[weights], batch["mlm_ids"].numpy()[weights])
     # Masking of batch k depends on k: two numbers give two maskings of the same rows.
-    from nlp_tutorials.shards import batch_masker
+    from nlp_tutorials.sources.shards import batch_masker
 
     mask = batch_masker(tokenizer, 5, 0, 32)
     one, two = mask(0, clean[0]), mask(1, clean[0])
@@ -328,7 +334,7 @@ def test_too_many_shards(tmp_path, text, tokenizer):
 
 
 def test_other_tokenizer_is_refused(tmp_path, text, tokenizer):
-    from nlp_tutorials.shards import check_same_tokenizer, read_description
+    from nlp_tutorials.sources.shards import check_same_tokenizer, read_description
 
     prepare(text, tmp_path / "shards", 1, tokenizer)
     other = WordTokenizer(tokenizer.vocab[:-1])
@@ -341,7 +347,7 @@ def test_other_tokenizer_is_refused(tmp_path, text, tokenizer):
 
 
 def test_data_folder_errors(tmp_path, text, tokenizer):
-    from nlp_tutorials.shards import read_description
+    from nlp_tutorials.sources.shards import read_description
 
     with pytest.raises(UserError, match="no such folder"):
         read_description(tmp_path / "nowhere")
@@ -354,7 +360,7 @@ def test_data_folder_errors(tmp_path, text, tokenizer):
 
 
 def test_input_pipeline_of_each_worker(monkeypatch):
-    from nlp_tutorials.distribute import input_pipeline
+    from nlp_tutorials.training.distribute import input_pipeline
 
     cluster = {"chief": ["a:1"], "worker": ["b:1", "c:1"]}
     for task, expected in ((("chief", 0), (3, 0)), (("worker", 1), (3, 2))):
@@ -514,7 +520,7 @@ def test_wordpiece_corpus_with_whole_word_masking(text):
 
 
 def test_interrupted_prepare_leaves_nothing(tmp_path, text, tokenizer, monkeypatch):
-    from nlp_tutorials import shards
+    from nlp_tutorials.sources import shards
 
     written = []
     real = shards.serialize_pair

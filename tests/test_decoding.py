@@ -3,11 +3,10 @@ import keras
 import numpy as np
 import pytest
 
-from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.decoding import (
-    decode, greedy, gpt_stepper, sampler, seq2seq_stepper)
+from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.models.decoding import decode, greedy, gpt_stepper, sampler, seq2seq_stepper
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.masks import cached_causal_mask
+from nlp_tutorials.models.masks import cached_causal_mask
 from nlp_tutorials.transformer import Transformer
 
 VOCAB = 40

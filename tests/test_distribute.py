@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlp_tutorials.distribute import parse_tf_config
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.training.distribute import parse_tf_config
+from nlp_tutorials.system.errors import UserError
 from support import run_local_workers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +82,7 @@ def test_checkpoints_resume_across_strategies(two_replicas):
 
 @pytest.mark.slow
 def test_two_workers_train_and_agree(tmp_path):
-    from nlp_tutorials.checkpoints import latest_checkpoint
+    from nlp_tutorials.training.checkpoints import latest_checkpoint
 
     model_dir = tmp_path / "bert"  # shared, as on a shared file system
     # Batches of 32 only to shorten the test-split evaluation each worker ends with.
@@ -106,7 +106,7 @@ def test_two_workers_train_and_agree(tmp_path):
 @pytest.fixture
 def precision():
     """Sets Keras' global policy for a test and puts float32 back afterwards."""
-    from nlp_tutorials.distribute import set_precision
+    from nlp_tutorials.training.distribute import set_precision
 
     yield set_precision
     set_precision("float32")
@@ -118,8 +118,8 @@ def train_steps(steps: int = 12):
     import tensorflow as tf
 
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.optimization import make_optimizer
+    from nlp_tutorials.models.config import ModelConfig
+    from nlp_tutorials.training.optimization import make_optimizer
 
     keras.utils.set_random_seed(3)
     model = BERT(ModelConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1,
@@ -169,8 +169,8 @@ def test_first_adamw_step_moves_no_weight_more_than_the_rate():
     import tensorflow as tf
 
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.optimization import make_optimizer
+    from nlp_tutorials.models.config import ModelConfig
+    from nlp_tutorials.training.optimization import make_optimizer
 
     keras.utils.set_random_seed(1)
     model = BERT(ModelConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
@@ -255,7 +255,7 @@ def test_batch_not_divisible_by_replicas_fails_in_one_line(tmp_path):
 
 
 def test_no_tpu_is_one_line(monkeypatch):
-    from nlp_tutorials.distribute import make_strategy
+    from nlp_tutorials.training.distribute import make_strategy
 
     monkeypatch.delenv("TPU_NAME", raising=False)
     with pytest.raises(UserError, match="--strategy tpu: no TPU found"):
@@ -263,7 +263,7 @@ def test_no_tpu_is_one_line(monkeypatch):
 
 
 def test_only_the_chief_writes_into_the_model_dir(monkeypatch):
-    from nlp_tutorials.distribute import is_chief, worker_dir
+    from nlp_tutorials.training.distribute import is_chief, worker_dir
 
     cluster = {"worker": ["a:1", "b:2"]}
     for task, chief, folder in [({"type": "worker", "index": 0}, True, "run"),

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlp_tutorials import explorer
+from nlp_tutorials.analysis import explorer
 from nlp_tutorials.cli import main
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.visual import save_attention_pickle
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.analysis.visual import save_attention_pickle
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = 8  # head size of the synthetic data
@@ -149,7 +149,7 @@ def test_page_carries_unpadded_numbers_within_the_error(tmp_path):
 
 def explorer_input(data):
     """save_attention_pickle's keyword arguments as the contents of a loaded pickle."""
-    from nlp_tutorials.visual import attention_data
+    from nlp_tutorials.analysis.visual import attention_data
 
     return attention_data(**data)
 
@@ -157,10 +157,10 @@ def explorer_input(data):
 def test_template_files_are_package_data():
     setup = configparser.ConfigParser()
     setup.read(ROOT / "setup.cfg")
-    patterns = setup["options.package_data"]["nlp_tutorials.explorer"].split(",")
+    patterns = setup["options.package_data"]["nlp_tutorials.analysis.explorer"].split(",")
     for name in explorer.TEMPLATE_FILES:
         assert any(Path(name).match(pattern.strip()) for pattern in patterns), name
-        assert (ROOT / "nlp_tutorials" / "explorer" / name).is_file()
+        assert (ROOT / "nlp_tutorials" / "analysis" / "explorer" / name).is_file()
 
 
 def test_page_has_no_outside_references(tmp_path):
@@ -275,7 +275,7 @@ def test_pickle_checks_queries_and_keys(tmp_path):
 @pytest.mark.parametrize("model_type", ["bert", "gpt", "transformer"])
 def test_attention_vectors_make_the_attention(model_type):
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.config import ModelConfig
+    from nlp_tutorials.models.config import ModelConfig
     from nlp_tutorials.gpt import GPT
     from nlp_tutorials.transformer import Transformer
 
@@ -300,10 +300,11 @@ def test_attention_vectors_make_the_attention(model_type):
 
 def test_export_saves_vectors_and_segments_without_padding_columns(tmp_path):
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.data import encode_pairs, load_mrpc
-    from nlp_tutorials.tokenization import WordTokenizer
-    from nlp_tutorials.visual import export_attention, load_attention_pickle
+    from nlp_tutorials.models.config import ModelConfig
+    from nlp_tutorials.text.packing import encode_pairs
+    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.text.tokenization import WordTokenizer
+    from nlp_tutorials.analysis.visual import export_attention, load_attention_pickle
 
     pairs = load_mrpc("test")[:3]
     tokenizer = WordTokenizer.build([text for pair in pairs for text in (pair.s1, pair.s2)])
@@ -323,15 +324,15 @@ def test_export_saves_vectors_and_segments_without_padding_columns(tmp_path):
 # ---------- explore from model folders ----------
 
 def tiny_bert_config(tokenizer):
-    from nlp_tutorials.config import ModelConfig
+    from nlp_tutorials.models.config import ModelConfig
 
     return ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=2,
                        num_attention_heads=2, intermediate_size=32, max_position_embeddings=128)
 
 
 def mrpc_tokenizer():
-    from nlp_tutorials.data import load_mrpc
-    from nlp_tutorials.tokenization import WordTokenizer
+    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.text.tokenization import WordTokenizer
 
     return WordTokenizer.build([text for pair in load_mrpc("test")[:3]
                                 for text in (pair.s1, pair.s2)])
@@ -339,9 +340,10 @@ def mrpc_tokenizer():
 
 def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.data import encode_pairs, load_mrpc
-    from nlp_tutorials.finetune import save_head
-    from nlp_tutorials.heads import SequenceClassifier
+    from nlp_tutorials.text.packing import encode_pairs
+    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.models.heads import SequenceClassifier
 
     tokenizer = mrpc_tokenizer()
     classifier = SequenceClassifier(BERT(tiny_bert_config(tokenizer)))
@@ -366,7 +368,7 @@ def test_explore_a_pretraining_folder(tmp_path):
     import tensorflow as tf
 
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.checkpoints import training_checkpoint
+    from nlp_tutorials.training.checkpoints import training_checkpoint
 
     tokenizer = mrpc_tokenizer()
     config = tiny_bert_config(tokenizer)
@@ -383,9 +385,9 @@ def test_explore_a_pretraining_folder(tmp_path):
 
 
 def test_explore_the_date_transformer(tmp_path):
-    from nlp_tutorials import dates
-    from nlp_tutorials.config import DateTrainConfig
-    from nlp_tutorials.seq2seq import save
+    from nlp_tutorials.tasks import dates
+    from nlp_tutorials.training.config import DateTrainConfig
+    from nlp_tutorials.training.seq2seq import save
     from nlp_tutorials.transformer import Transformer
 
     config = DateTrainConfig(model_dir=str(tmp_path), dim=16, layers=1, heads=2)

@@ -12,8 +12,8 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from nlp_tutorials import explorer
-from nlp_tutorials.visual import attention_data
+from nlp_tutorials.analysis import explorer
+from nlp_tutorials.analysis.visual import attention_data
 from test_explorer import bert_data, transformer_data
 
 pytestmark = pytest.mark.slow  # each test drives a Chromium subprocess

@@ -1,8 +1,8 @@
 """Atomic writes and the JSON reader every saved config goes through."""
 import pytest
 
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.files import read_json_object, save_atomic, write_text_atomic
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
 
 
 def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):

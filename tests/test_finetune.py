@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from nlp_tutorials.config import FinetuneConfig, TrainConfig
-from nlp_tutorials.data import load_mrpc
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.system.errors import UserError
 
 
 @pytest.fixture(scope="module")
@@ -16,8 +16,8 @@ def finetuned(tmp_path_factory):
     Returns (folder, what finetune returned, what it printed, the heads it trained, in memory:
     one per seed, as finetune_once handed them back).
     """
-    from nlp_tutorials import finetune as finetuning
-    from nlp_tutorials.training import pretrain
+    from nlp_tutorials.training import finetuning
+    from nlp_tutorials.training.pretraining import pretrain
 
     root = tmp_path_factory.mktemp("finetune")
     pretrain(TrainConfig(model_dir=str(root / "bert"), dim=32, layers=1, heads=2, max_len=24,
@@ -39,7 +39,7 @@ def finetuned(tmp_path_factory):
 
 
 def test_train_dev_split_is_glue_sized():
-    from nlp_tutorials.finetune import split_train_dev
+    from nlp_tutorials.training.finetuning import split_train_dev
 
     train, dev = split_train_dev(load_mrpc("train"), 408)
     assert (len(train), len(dev)) == (3668, 408)
@@ -55,11 +55,16 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
     import keras
 
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.config import ModelConfig
-    from nlp_tutorials.finetune import (
-        encode, load_finetuned, paraphrase_probabilities, predict, save_head)
-    from nlp_tutorials.heads import SequenceClassifier
-    from nlp_tutorials.tokenization import WordTokenizer
+    from nlp_tutorials.models.config import ModelConfig
+    from nlp_tutorials.training.finetuning import (
+        encode,
+        load_finetuned,
+        paraphrase_probabilities,
+        predict,
+        save_head,
+    )
+    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.text.tokenization import WordTokenizer
 
     pairs = load_mrpc("test")[:20]
     tokenizer = WordTokenizer.build([s for p in pairs for s in (p.s1, p.s2)])
@@ -82,7 +87,7 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
 
 @pytest.mark.slow
 def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(finetuned):
-    from nlp_tutorials.finetune import finetune
+    from nlp_tutorials.training.finetuning import finetune
 
     root = finetuned[0]
     printed = []
@@ -97,7 +102,7 @@ def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(finetune
 
 
 def test_finetune_without_pretrained_checkpoint_says_what_to_do(tmp_path):
-    from nlp_tutorials.finetune import finetune
+    from nlp_tutorials.training.finetuning import finetune
 
     with pytest.raises(UserError, match="run `python -m nlp_tutorials.bert train` first, or "
                                         "pass --from-scratch"):
@@ -123,7 +128,7 @@ def test_finetune_reports_test_scores_over_seeds(finetuned):
 def test_saved_model_is_the_head_that_was_trained(finetuned):
     """model.keras holds the head fine-tuning kept in memory (the seed with the best dev
     accuracy): the same weights and the same predictions; the other seed's head differs."""
-    from nlp_tutorials.finetune import encode, load_finetuned, paraphrase_probabilities
+    from nlp_tutorials.training.finetuning import encode, load_finetuned, paraphrase_probabilities
 
     root, result, _, heads = finetuned
     dev = [run["dev"]["accuracy"] for run in result["runs"]]
@@ -146,7 +151,7 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
 
     import h5py
 
-    from nlp_tutorials.finetune import load_finetuned
+    from nlp_tutorials.training.finetuning import load_finetuned
 
     root = finetuned[0]
     head, _ = load_finetuned(root / "mrpc")
@@ -161,7 +166,7 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
 
 @pytest.mark.slow
 def test_predict_prints_pairs_before_a_malformed_line(finetuned):
-    from nlp_tutorials.finetune import load_finetuned, predict
+    from nlp_tutorials.training.finetuning import load_finetuned, predict
 
     root = finetuned[0]
     head, tokenizer = load_finetuned(root / "mrpc")
@@ -180,7 +185,7 @@ def test_predict_prints_pairs_before_a_malformed_line(finetuned):
 
 
 def test_length_grouped_order_is_a_permutation_with_tighter_batches():
-    from nlp_tutorials.finetune import length_grouped_order
+    from nlp_tutorials.training.finetuning import length_grouped_order
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 100, size=1000)

@@ -2,13 +2,13 @@
 import pytest
 
 from nlp_tutorials.cli import main
-from nlp_tutorials.config import TrainConfig
+from nlp_tutorials.training.config import TrainConfig
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny GPT pre-trained for 4 steps, and what the run printed."""
-    from nlp_tutorials.training import pretrain
+    from nlp_tutorials.training.pretraining import pretrain
 
     model_dir = tmp_path_factory.mktemp("gpt")
     config = TrainConfig(model_type="gpt", model_dir=str(model_dir), dim=32, layers=1, heads=2,

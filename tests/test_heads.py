@@ -8,11 +8,16 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.heads import (
-    MultipleChoice, SequenceClassifier, SpanExtractor, TokenClassifier, best_span)
-from nlp_tutorials.masks import MASK_VALUE
+from nlp_tutorials.models.heads import (
+    MultipleChoice,
+    SequenceClassifier,
+    SpanExtractor,
+    TokenClassifier,
+    best_span,
+)
+from nlp_tutorials.models.masks import MASK_VALUE
 
 VOCAB = 30
 PAD, CLS, SEP = 0, 1, 2

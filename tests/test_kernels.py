@@ -6,10 +6,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.kernels import (
-    AdamW, Dropout, LayerNorm, gelu, layer_norm, softmax_cross_entropy, transposed_feed_forward)
-from nlp_tutorials.transformer import FeedForward
+from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.speed.kernels import (
+    AdamW,
+    Dropout,
+    LayerNorm,
+    gelu,
+    layer_norm,
+    softmax_cross_entropy,
+    transposed_feed_forward,
+)
+from nlp_tutorials.models.layers import FeedForward
 
 
 def tiny_config():

@@ -4,9 +4,9 @@ import sys
 import numpy as np
 import pytest
 
-from nlp_tutorials.data import load_mrpc
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.metrics import accuracy, f1_score, majority_baseline, mean_std
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks.metrics import accuracy, f1_score, majority_baseline, mean_std
 
 
 def test_hand_computed_case():
@@ -94,6 +94,6 @@ def test_mrpc_majority_baseline():
 
 
 def test_import_does_not_load_tensorflow():
-    code = ("import sys, nlp_tutorials.metrics, nlp_tutorials.baseline; "
+    code = ("import sys, nlp_tutorials.tasks.metrics, nlp_tutorials.analysis.baseline; "
             "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -7,10 +7,11 @@ import pytest
 import tensorflow as tf
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.masks import MASK_VALUE, causal_mask, padding_mask
-from nlp_tutorials.transformer import MultiHeadAttention, Transformer
+from nlp_tutorials.models.masks import MASK_VALUE, causal_mask, padding_mask
+from nlp_tutorials.models.layers import MultiHeadAttention
+from nlp_tutorials.models.transformer import Transformer
 
 VOCAB = 40
 
@@ -141,7 +142,7 @@ def test_attention_mask_hides_tokens_like_truncation(name, request):
 
 @pytest.mark.parametrize("name", ["gpt", "bert"])
 def test_encode_refuses_more_tokens_than_positions(name, request):
-    from nlp_tutorials.errors import UserError
+    from nlp_tutorials.system.errors import UserError
 
     model = request.getfixturevalue(name)
     ids = random_ids(1, 25)  # max_position_embeddings is 24

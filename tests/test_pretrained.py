@@ -16,10 +16,10 @@ import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.config import BertConfig
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.finetune import load_finetuned, save_head
-from nlp_tutorials.heads import SequenceClassifier
+from nlp_tutorials.models.config import BertConfig
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.training.finetuning import load_finetuned, save_head
+from nlp_tutorials.models.heads import SequenceClassifier
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_HF = FIXTURES / "bert_tiny_hf"

@@ -10,13 +10,13 @@ import pytest
 import tensorflow as tf
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.config import ModelConfig
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.heads import SequenceClassifier
-from nlp_tutorials.masks import padding_mask
-from nlp_tutorials.pruning import pruned_head_model
-from nlp_tutorials.transformer import MultiHeadAttention
+from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.models.masks import padding_mask
+from nlp_tutorials.models.pruning import pruned_head_model
+from nlp_tutorials.models.layers import MultiHeadAttention
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VOCAB = 40

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from interrupt import TEMPORARY, Interrupted, killed_in_child, snapshot, stop_at_write, temporaries
 
-from nlp_tutorials import visual
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.safe_pickle import ADMITTED
+from nlp_tutorials.analysis import visual
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.safe_pickle import ADMITTED
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = [0, pickle.HIGHEST_PROTOCOL]
@@ -287,7 +287,7 @@ def stopped_write(tmp_path, monkeypatch, write_into, names, nth, kill=True) -> P
 
 @pytest.mark.parametrize("write", ["bytes", "text", "save"])
 def test_atomic_writers_killed_half_way_keep_the_old_file(tmp_path, monkeypatch, write):
-    from nlp_tutorials import files
+    from nlp_tutorials.system import files
 
     data = b"new contents " * 1000
     calls = {"bytes": lambda f: files.write_bytes_atomic(f / "a.bin", data),
@@ -317,7 +317,7 @@ def test_png_killed_half_way(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("writer", ["ModelConfig.save", "BertConfig.to_json_file"])
 def test_model_config_killed_half_way(tmp_path, monkeypatch, writer):
-    from nlp_tutorials.config import BertConfig, ModelConfig
+    from nlp_tutorials.models.config import BertConfig, ModelConfig
 
     write = {"ModelConfig.save": lambda f: ModelConfig(hidden_size=64).save(f),
              "BertConfig.to_json_file":
@@ -327,7 +327,7 @@ def test_model_config_killed_half_way(tmp_path, monkeypatch, writer):
 
 @pytest.mark.parametrize("nth", [1, 2])
 def test_tokenizer_killed_half_way_in_either_file(tmp_path, monkeypatch, nth):
-    from nlp_tutorials.tokenization import WordTokenizer
+    from nlp_tutorials.text.tokenization import WordTokenizer
 
     tokenizer = WordTokenizer.build(["the cat sat", "a dog ran"])
     stopped_write(tmp_path, monkeypatch, tokenizer.save,
@@ -336,8 +336,8 @@ def test_tokenizer_killed_half_way_in_either_file(tmp_path, monkeypatch, nth):
 
 def test_training_run_files_stopped_in_train_config(tmp_path, monkeypatch):
     """``train`` writes vocab.txt, tokenizer_config.json, config.json, train_config.json."""
-    from nlp_tutorials.config import TrainConfig
-    from nlp_tutorials.training import prepare_run
+    from nlp_tutorials.training.config import TrainConfig
+    from nlp_tutorials.training.pretraining import prepare_run
 
     def prepare(folder):
         prepare_run(TrainConfig(model_dir=str(folder), dim=32, layers=1, heads=2), set(),
@@ -349,8 +349,8 @@ def test_training_run_files_stopped_in_train_config(tmp_path, monkeypatch):
 
 
 def test_finetune_results_killed_half_way(tmp_path, monkeypatch):
-    from nlp_tutorials.config import FinetuneConfig
-    from nlp_tutorials.finetune import save_results
+    from nlp_tutorials.training.config import FinetuneConfig
+    from nlp_tutorials.training.finetuning import save_results
 
     runs = [{"seed": 1, "dev": None, "test": {"accuracy": 0.7, "f1": 0.8}}]
     stopped_write(tmp_path, monkeypatch,
@@ -362,7 +362,7 @@ def tiny_bert():
     import keras
 
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.config import ModelConfig
+    from nlp_tutorials.models.config import ModelConfig
 
     keras.utils.set_random_seed(0)
     return BERT(ModelConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
@@ -371,9 +371,9 @@ def tiny_bert():
 
 
 def test_keras_head_stopped_half_way(tmp_path, monkeypatch):
-    from nlp_tutorials.finetune import load_finetuned, save_head
-    from nlp_tutorials.heads import SequenceClassifier
-    from nlp_tutorials.tokenization import WordTokenizer
+    from nlp_tutorials.training.finetuning import load_finetuned, save_head
+    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.text.tokenization import WordTokenizer
 
     head = SequenceClassifier(tiny_bert())
     stopped_write(tmp_path, monkeypatch, lambda f: save_head(head, f), ["model.keras"], 1,
@@ -393,8 +393,8 @@ def test_save_pretrained_stopped_in_either_file(tmp_path, monkeypatch, nth):
 
 @pytest.mark.parametrize("nth", [1, 2, 3])
 def test_date_transformer_files_stopped_in_each_file(tmp_path, monkeypatch, nth):
-    from nlp_tutorials import seq2seq
-    from nlp_tutorials.config import DateTrainConfig
+    from nlp_tutorials.training import seq2seq
+    from nlp_tutorials.training.config import DateTrainConfig
     from nlp_tutorials.transformer import Transformer
 
     def save_all(folder):
@@ -411,8 +411,8 @@ import hashlib, os, sys
 sys.path.insert(0, sys.argv[2])
 from interrupt import stop_at_write
 from test_safe_files import tiny_bert
-from nlp_tutorials.finetune import save_head
-from nlp_tutorials.heads import SequenceClassifier
+from nlp_tutorials.training.finetuning import save_head
+from nlp_tutorials.models.heads import SequenceClassifier
 
 head = SequenceClassifier(tiny_bert())
 path = save_head(head, sys.argv[1])
@@ -442,7 +442,7 @@ def test_keras_save_killed_for_real_keeps_the_previous_model(tmp_path):
 
 @pytest.mark.parametrize("text", ['{"cluster": ' + "9" * 5000 + "}", "[" * 100_000])
 def test_tf_config_too_long_or_too_deep_is_one_line(text):
-    from nlp_tutorials.distribute import parse_tf_config
+    from nlp_tutorials.training.distribute import parse_tf_config
 
     with pytest.raises(UserError, match="TF_CONFIG is not usable JSON") as info:
         parse_tf_config(text)
@@ -463,7 +463,7 @@ def lambda_model(marker):
 def test_keras_lambda_layer_is_refused_by_safe_mode(tmp_path):
     import keras
 
-    from nlp_tutorials.finetune import load_finetuned
+    from nlp_tutorials.training.finetuning import load_finetuned
 
     marker = tmp_path / "payload_ran"
     lambda_model(marker).save(tmp_path / "model.keras")
@@ -484,7 +484,7 @@ def test_keras_lambda_layer_is_refused_by_safe_mode(tmp_path):
 def test_keras_file_of_another_model_or_of_garbage_is_one_line(tmp_path):
     import keras
 
-    from nlp_tutorials.finetune import load_finetuned
+    from nlp_tutorials.training.finetuning import load_finetuned
 
     inputs = keras.Input((2,))
     keras.Model(inputs, keras.layers.Dense(1)(inputs)).save(tmp_path / "model.keras")
@@ -501,8 +501,8 @@ def test_keras_file_of_another_model_or_of_garbage_is_one_line(tmp_path):
 
 
 def test_damaged_date_transformer_weights_are_one_line(tmp_path):
-    from nlp_tutorials import seq2seq
-    from nlp_tutorials.config import DateTrainConfig
+    from nlp_tutorials.training import seq2seq
+    from nlp_tutorials.training.config import DateTrainConfig
     from nlp_tutorials.transformer import Transformer
 
     config = DateTrainConfig(model_dir=str(tmp_path), dim=16, layers=1, heads=2)
@@ -517,7 +517,7 @@ def test_damaged_date_transformer_weights_are_one_line(tmp_path):
 def test_damaged_google_checkpoint_is_one_line(tmp_path, damage):
     import shutil
 
-    from nlp_tutorials.pretrained import read_checkpoint
+    from nlp_tutorials.models.pretrained import read_checkpoint
 
     folder = tmp_path / "google"
     shutil.copytree(ROOT / "tests" / "fixtures" / "bert_tiny_google", folder)

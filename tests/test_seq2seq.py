@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from nlp_tutorials import dates
+from nlp_tutorials.tasks import dates
 from nlp_tutorials.cli import main
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.system.errors import UserError
 
 TINY = ["--steps", "3", "--dim", "16", "--layers", "1", "--heads", "2", "--batch-size", "8"]
 
@@ -91,7 +91,7 @@ def test_translate_export_and_plot(trained, tmp_path, capsys):
     pickle_path = tmp_path / "att.pkl"
     assert main("transformer", ["export", "--model-dir", str(model_dir), "--n", "3",
                                 "--output", str(pickle_path)]) == 0
-    from nlp_tutorials.visual import load_attention_pickle
+    from nlp_tutorials.analysis.visual import load_attention_pickle
 
     data = load_attention_pickle(pickle_path)
     assert data["model"] == "transformer" and len(data["src"][0]) == 8

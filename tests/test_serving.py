@@ -18,11 +18,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nlp_tutorials.config import ModelConfig, TrainConfig
-from nlp_tutorials.data import Pair, encode_pairs, load_mrpc
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.tokenization import (
-    SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer, load_tokenizer)
+from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.training.config import TrainConfig
+from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
+from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.text.tokenization import (
+    SPECIAL_TOKENS,
+    WordPieceTokenizer,
+    WordTokenizer,
+    load_tokenizer,
+)
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text: "
@@ -51,14 +57,14 @@ def mrpc_sentences():
 @pytest.fixture(scope="module")
 def learned():
     """A small WordPiece vocabulary learned from MRPC train as `train --tokenizer wordpiece`."""
-    from nlp_tutorials.training import build_tokenizer
+    from nlp_tutorials.training.pretraining import build_tokenizer
 
     texts = [s for p in load_mrpc("train") for s in (p.s1, p.s2)]
     return build_tokenizer(TrainConfig(tokenizer="wordpiece", vocab_size=400), texts)
 
 
 def graph_ids(tokenizer, sentences):
-    from nlp_tutorials.serving import GraphWordPiece
+    from nlp_tutorials.serving.savedmodel import GraphWordPiece
 
     return GraphWordPiece(tokenizer).ids(tf.constant(sentences, tf.string)).to_list()
 
@@ -106,7 +112,7 @@ def test_graph_tokenizer_equals_wordpiece_on_tricky_text(learned, lower_case):
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=6),
        st.integers(3, 40))
 def test_pack_truncates_and_lays_out_as_tokenizer_pack(lengths, max_len):
-    from nlp_tutorials.serving import pack
+    from nlp_tutorials.serving.savedmodel import pack
 
     tokenizer = WordTokenizer(SPECIAL_TOKENS + tuple(f"w{i}" for i in range(5, 100)))
     rng = np.random.default_rng(sum(a + 7 * b for a, b in lengths))
@@ -133,8 +139,8 @@ def save_tiny_finetuned(directory, tokenizer, pooling: str, seed: int = 0) -> Pa
     import keras
 
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.finetune import save_head
-    from nlp_tutorials.heads import SequenceClassifier
+    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.models.heads import SequenceClassifier
 
     keras.utils.set_random_seed(seed)
     backbone = BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
@@ -164,7 +170,7 @@ def widen_classifier(head, tokenizer):
 
 def predict_probabilities(model_dir, pairs):
     """What `predict` computes for ``pairs``: P(paraphrase) [n]."""
-    from nlp_tutorials.finetune import load_finetuned, paraphrase_probabilities
+    from nlp_tutorials.training.finetuning import load_finetuned, paraphrase_probabilities
 
     head, tokenizer = load_finetuned(model_dir)
     max_len = head.backbone.config.max_position_embeddings
@@ -185,7 +191,7 @@ def as_inputs(pairs):
 
 def export_tiny(root, tokenizer, pooling: str):
     """(fine-tuned folder, SavedModel version folder) of a tiny WordPiece BERT."""
-    from nlp_tutorials.serving import export_model
+    from nlp_tutorials.serving.savedmodel import export_model
 
     model_dir = save_tiny_finetuned(root / "mrpc", tokenizer, pooling)
     printed = []
@@ -225,7 +231,7 @@ def test_serving_default_answers_as_predict(exported, loaded):
 
 
 def test_predict_ids_answers_as_predict(exported, loaded):
-    from nlp_tutorials.finetune import load_finetuned
+    from nlp_tutorials.training.finetuning import load_finetuned
 
     model_dir, _ = exported
     pairs = load_mrpc("test")[:24]
@@ -242,7 +248,7 @@ def test_predict_ids_answers_as_predict(exported, loaded):
 
 def summaries(model_dir, sentences):
     """The vectors the classifier reads for single ``sentences``, from the package: [n, hidden]."""
-    from nlp_tutorials.finetune import load_finetuned
+    from nlp_tutorials.training.finetuning import load_finetuned
 
     head, tokenizer = load_finetuned(model_dir)
     rows = [tokenizer.encode(s, max_len=head.backbone.config.max_position_embeddings)
@@ -310,9 +316,9 @@ def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling):
 @needs_minilm
 def test_minilm_loaded_elsewhere_answers_as_predict(tmp_path):
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.finetune import save_head
-    from nlp_tutorials.heads import SequenceClassifier
-    from nlp_tutorials.serving import export_model
+    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.serving.savedmodel import export_model
 
     model_dir = Path(importlib.import_module(GT_PACKAGE).MODEL_DIR)
     head = SequenceClassifier(BERT.from_pretrained(model_dir, printer=lambda *_: None),
@@ -340,8 +346,8 @@ def word_level_model(root) -> Path:
 def test_predict_ids_needs_no_tensorflow_text(learned, tmp_path, ids_only):
     """--ids-only (and a word-level model) export plain TensorFlow ops: the model loads and
     answers where tensorflow-text was never imported."""
-    from nlp_tutorials.finetune import load_finetuned
-    from nlp_tutorials.serving import WORD_LEVEL_NOTE, export_model
+    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.serving.savedmodel import WORD_LEVEL_NOTE, export_model
 
     if ids_only:
         model_dir = save_tiny_finetuned(tmp_path / "mrpc", learned, "mean")
@@ -388,7 +394,7 @@ def test_saved_model_cli_lists_the_signatures_with_shapes(exported):
 
 
 def test_a_folder_without_a_finetuned_head_is_one_line(tmp_path, learned):
-    from nlp_tutorials.serving import export_model
+    from nlp_tutorials.serving.savedmodel import export_model
 
     (tmp_path / "pretrained").mkdir()
     learned.save(tmp_path / "pretrained")  # a pre-training folder: vocabulary, no model.keras
@@ -401,7 +407,7 @@ def test_a_folder_without_a_finetuned_head_is_one_line(tmp_path, learned):
 
 def test_an_existing_version_is_kept_unless_overwrite(exported, capsys):
     from nlp_tutorials.cli import main
-    from nlp_tutorials.serving import export_model
+    from nlp_tutorials.serving.savedmodel import export_model
 
     model_dir, version = exported
     before = {p: p.stat().st_mtime_ns for p in version.rglob("*")}
@@ -421,7 +427,7 @@ def test_an_existing_version_is_kept_unless_overwrite(exported, capsys):
 
 
 def test_a_failed_folder_write_leaves_the_old_folder(tmp_path):
-    from nlp_tutorials.files import save_folder_atomic
+    from nlp_tutorials.system.files import save_folder_atomic
 
     target = tmp_path / "1"
     target.mkdir()
@@ -439,7 +445,7 @@ def test_a_failed_folder_write_leaves_the_old_folder(tmp_path):
 
 
 def test_missing_tensorflow_text_is_one_line(monkeypatch):
-    from nlp_tutorials.serving import import_tensorflow_text
+    from nlp_tutorials.serving.savedmodel import import_tensorflow_text
 
     monkeypatch.setitem(sys.modules, "tensorflow_text", None)  # import now raises ImportError
     with pytest.raises(UserError, match="pip install tensorflow-text"):

@@ -3,7 +3,7 @@ import os
 import re
 import sys
 
-from nlp_tutorials.startup import filtered_stderr, startup_noise
+from nlp_tutorials.system.startup import filtered_stderr, startup_noise
 
 # TensorFlow 2.21's start on a machine without a GPU, as it writes it.
 PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"

@@ -5,11 +5,21 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nlp_tutorials.data import load_mrpc
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.tokenization import (
-    CLS, MASK, NUM, PAD, SEP, SPECIAL_TOKENS, UNK, Tokenizer, WordTokenizer, load_tokenizer,
-    truncated_lengths)
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.text.tokenization import (
+    CLS,
+    MASK,
+    NUM,
+    PAD,
+    SEP,
+    SPECIAL_TOKENS,
+    UNK,
+    Tokenizer,
+    WordTokenizer,
+    load_tokenizer,
+    truncated_lengths,
+)
 
 
 @pytest.fixture(scope="module")
@@ -215,5 +225,5 @@ def test_arbitrary_text_never_crashes(mrpc_tokenizer, text, pair, max_len):
 
 
 def test_import_does_not_load_tensorflow():
-    code = "import nlp_tutorials.tokenization, sys; assert 'tensorflow' not in sys.modules"
+    code = "import nlp_tutorials.text.tokenization, sys; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.config import ModelConfig
+from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.heads import SequenceClassifier
+from nlp_tutorials.models.heads import SequenceClassifier
 
 VOCAB = 40
 BERT_METRICS = {"loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy"}

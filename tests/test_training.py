@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlp_tutorials.config import TrainConfig
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.training.config import TrainConfig
+from nlp_tutorials.system.errors import UserError
 from support import checkpoint_weights, weights_by_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def test_help_answers_without_tensorflow():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny BERT trained for 6 steps: its folder, what pretrain returned, what it printed."""
-    from nlp_tutorials.training import pretrain
+    from nlp_tutorials.training.pretraining import pretrain
 
     model_dir = tmp_path_factory.mktemp("bert")
     printed = []
@@ -96,7 +96,7 @@ def test_training_leaves_everything_later_commands_need(trained):
 def test_restored_model_is_the_model_that_was_trained(trained):
     """What export, generate and finetune read back is the model pretrain held in memory,
     weight for weight, and not the seed's initial weights, which training moved."""
-    from nlp_tutorials.checkpoints import build_model, restore_model
+    from nlp_tutorials.training.checkpoints import build_model, restore_model
 
     model_dir, run, _ = trained
     model, tokenizer = restore_model(model_dir)
@@ -116,7 +116,7 @@ def test_restored_model_is_the_model_that_was_trained(trained):
 
 
 def test_new_run_refuses_to_overwrite_a_checkpoint(trained):
-    from nlp_tutorials.training import pretrain
+    from nlp_tutorials.training.pretraining import pretrain
 
     model_dir, _, _ = trained
     with pytest.raises(UserError, match="already holds a checkpoint: pass --resume"):
@@ -124,7 +124,7 @@ def test_new_run_refuses_to_overwrite_a_checkpoint(trained):
 
 
 def test_resume_checks_flags_against_the_saved_run(trained, tmp_path):
-    from nlp_tutorials.training import pretrain
+    from nlp_tutorials.training.pretraining import pretrain
 
     model_dir, _, _ = trained
     with pytest.raises(UserError, match=r"--dim 64 \(saved: 32\)"):
@@ -149,8 +149,8 @@ def test_resume_with_more_steps_extends_the_run(tmp_path):
     and records the extension, and a later --resume rebuilds the same schedule from it."""
     import json
 
-    from nlp_tutorials.optimization import WarmupLinearDecay
-    from nlp_tutorials.training import pretrain, resumed_config, run_schedule
+    from nlp_tutorials.training.optimization import WarmupLinearDecay
+    from nlp_tutorials.training.pretraining import pretrain, resumed_config, run_schedule
 
     model_dir = tmp_path / "bert"
     pretrain(tiny_config(model_dir, steps=20, checkpoint_every=10), printer=lambda *_: None)
@@ -180,7 +180,7 @@ def test_resume_with_more_steps_extends_the_run(tmp_path):
 def test_an_extended_schedule_goes_on_from_the_rate_it_had(total, at, to):
     import tensorflow as tf
 
-    from nlp_tutorials.optimization import WarmupLinearDecay
+    from nlp_tutorials.training.optimization import WarmupLinearDecay
 
     old = WarmupLinearDecay(1e-3, total // 10, total)
     new = old.extended(at, to)
@@ -211,7 +211,7 @@ def test_export_and_plot_commands(trained, tmp_path):
     result = run_cli("nlp_tutorials.bert", "export", "--model-dir", str(model_dir), "--n", "4",
                      "--output", str(pickle_path))
     assert result.returncode == 0, result.stderr
-    from nlp_tutorials.visual import load_attention_pickle
+    from nlp_tutorials.analysis.visual import load_attention_pickle
 
     data = load_attention_pickle(pickle_path)
     assert len(data["src"]) == 4 and data["src"][0][0] == "[CLS]"
@@ -226,7 +226,7 @@ def test_export_and_plot_commands(trained, tmp_path):
 
 def test_train_command_exports_and_draws_the_model_it_trained(tmp_path, monkeypatch, capsys):
     from nlp_tutorials.cli import main
-    from nlp_tutorials.visual import load_attention_pickle
+    from nlp_tutorials.analysis.visual import load_attention_pickle
 
     monkeypatch.chdir(tmp_path)  # the attention pickle and pictures go under visual/
     status = main("bert", ["train", *TINY, "--steps", "2", "--model-dir", "run"])
@@ -239,7 +239,7 @@ def test_train_command_exports_and_draws_the_model_it_trained(tmp_path, monkeypa
 
 
 def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
-    from nlp_tutorials.training import Progress
+    from nlp_tutorials.training.pretraining import Progress
 
     printed = []
     progress = Progress(7, every=3, printer=printed.append, start=1, interactive=False)
@@ -258,7 +258,7 @@ def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
 
 
 def test_progress_on_a_terminal_is_a_bar(capsys):
-    from nlp_tutorials.training import Progress
+    from nlp_tutorials.training.pretraining import Progress
 
     printed = []
     progress = Progress(3, every=1, printer=printed.append, interactive=True)
@@ -275,7 +275,7 @@ def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
     """Standard output to a pipe (a log file, `| tee`): plain progress lines, no bar redrawn
     with carriage returns and colour codes. With TF_CPP_MIN_LOG_LEVEL left to the command, a
     machine without an NVIDIA GPU shows nothing of TensorFlow's start on standard error."""
-    from nlp_tutorials.startup import has_nvidia_device
+    from nlp_tutorials.system.startup import has_nvidia_device
 
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
     result = run_cli("nlp_tutorials.bert", "train", *TINY, "--steps", "3", "--model-dir",
@@ -340,7 +340,7 @@ def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path)
     process.send_signal(signal.SIGKILL)
     process.wait()
 
-    from nlp_tutorials.checkpoints import restore_model
+    from nlp_tutorials.training.checkpoints import restore_model
 
     restore_model(model_dir)  # the newest checkpoint reads back whole
     killed_at = saved_step(model_dir)
@@ -367,7 +367,7 @@ def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path)
 def test_resume_passes_over_a_checkpoint_cut_short(trained, tmp_path):
     """The step-6 checkpoint's data file lost its second half (a full disk, a copy stopped
     half-way): --resume says so in one line and goes on from step 3, the newest intact one."""
-    from nlp_tutorials.checkpoints import newest_intact_checkpoint
+    from nlp_tutorials.training.checkpoints import newest_intact_checkpoint
 
     model_dir = tmp_path / "copy"
     shutil.copytree(trained[0], model_dir)
@@ -404,7 +404,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
 def test_jit_without_xla_is_one_line(monkeypatch):
     import tensorflow as tf
 
-    from nlp_tutorials import training
+    from nlp_tutorials.training import pretraining as training
 
     def no_xla(*args, jit_compile=None, **kwargs):
         assert jit_compile, "the probe must ask for XLA"
@@ -420,13 +420,13 @@ def test_jit_without_xla_is_one_line(monkeypatch):
 
 
 def test_jit_probe_passes_where_xla_exists():
-    from nlp_tutorials import training
+    from nlp_tutorials.training import pretraining as training
 
     training.check_xla_available()
 
 
 def test_first_ctrl_c_only_requests_a_stop_and_the_second_interrupts():
-    from nlp_tutorials.training import ctrl_c_stops_between_steps
+    from nlp_tutorials.training.pretraining import ctrl_c_stops_between_steps
 
     before = signal.getsignal(signal.SIGINT)
     with ctrl_c_stops_between_steps() as stop_requested:
@@ -445,7 +445,7 @@ def test_fused_adamw_follows_numpy_adamw(mode):
     import keras
     import tensorflow as tf
 
-    from nlp_tutorials.optimization import make_optimizer
+    from nlp_tutorials.training.optimization import make_optimizer
 
     rng = np.random.default_rng(0)
     start = [rng.normal(size=(5, 3)), rng.normal(size=(3,))]
@@ -481,7 +481,7 @@ def test_fused_adamw_follows_numpy_adamw(mode):
 def test_fused_adamw_leaves_amsgrad_to_keras():
     import keras
 
-    from nlp_tutorials.kernels import AdamW
+    from nlp_tutorials.speed.kernels import AdamW
 
     rng = np.random.default_rng(1)
     start, grads = rng.normal(size=(4, 3)), [rng.normal(size=(4, 3)) for _ in range(3)]

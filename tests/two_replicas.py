@@ -19,7 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from nlp_tutorials import distribute
+from nlp_tutorials.training import distribute
 
 # First, before TensorFlow starts its devices: split the CPU in two.
 MIRRORED = distribute.make_strategy("mirrored", cpu_replicas=2)
@@ -29,11 +29,12 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from nlp_tutorials.bert import BERT  # noqa: E402
-from nlp_tutorials.config import ModelConfig, TrainConfig  # noqa: E402
-from nlp_tutorials.errors import UserError  # noqa: E402
+from nlp_tutorials.models.config import ModelConfig  # noqa: E402
+from nlp_tutorials.training.config import TrainConfig
+from nlp_tutorials.system.errors import UserError  # noqa: E402
 from nlp_tutorials.gpt import GPT  # noqa: E402
-from nlp_tutorials.optimization import make_optimizer  # noqa: E402
-from nlp_tutorials.training import pretrain  # noqa: E402
+from nlp_tutorials.training.optimization import make_optimizer  # noqa: E402
+from nlp_tutorials.training.pretraining import pretrain  # noqa: E402
 
 VOCAB = 40
 

@@ -1,0 +1,289 @@
+"""Which attention heads a fine-tuned BERT needs: importance, entropy, masking, pruning.
+
+After Michel et al. (2019, "Are Sixteen Heads Really Better than One?"): give every head a mask
+value xi_h = 1 (``head_mask``, which multiplies the head's attention probabilities); the head's
+importance is how much the loss moves with it,
+
+    I_h = sum over examples x of |dL(x) / d xi_h|,
+
+normalised per layer to unit L2 norm. A head whose importance is small can be masked, or pruned
+for good (:mod:`nlp_tutorials.pruning`), at little cost. The attention entropy of a head (nats,
+averaged over the real query tokens) tells how spread out its attention is.
+
+``python -m nlp_tutorials.bert heads --model-dir <fine-tuned model>`` writes
+``head_importance.json`` beside the model and draws the two maps; ``--study`` masks heads from
+the least important up, 10% of them at a time, against random orders, scoring the MRPC test
+split; ``--prune 0.4`` writes a model without the least important 40% of the heads, chosen
+10% at a time with the importance measured again after each tenth (as Michel et al. prune),
+and ``--recover-epochs 1`` fine-tunes it once more over the MRPC train pairs.
+"""
+import json
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.training.config import FinetuneConfig
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.training.finetuning import (
+    load_finetuned,
+    save_head,
+    scores,
+    split_train_dev,
+    train_epoch,
+)
+from nlp_tutorials.training.optimization import make_optimizer
+from nlp_tutorials.models.pruning import pruned_head_model
+from nlp_tutorials.analysis.visual import pyplot, save_figure
+
+IMPORTANCE_FILE = "head_importance.json"
+STUDY_FILE = "head_masking_study.json"
+STUDY_SHARES = [step / 10 for step in range(10)]  # 0%, 10%, ..., 90% of the heads masked
+
+
+def head_shape(head) -> tuple[int, int]:
+    """(layers, heads per layer as unpruned) of a fine-tuning head's backbone."""
+    config = head.backbone.config
+    return config.num_hidden_layers, config.num_attention_heads
+
+
+def kept_heads(head) -> list[list[int]]:
+    """Per layer, the heads the backbone still has (numbered as unpruned)."""
+    return [block.attention.kept_heads for block in head.backbone.encoder.blocks]
+
+
+def one_by_one(head, arrays: dict):
+    """The encoded pairs of ``arrays`` one at a time, each trimmed to its own length: dicts of
+    ``input_ids``, ``token_type_ids`` [1, length] and ``labels`` [1]."""
+    pad = head.backbone.config.pad_token_id
+    for row, length in enumerate(np.sum(arrays["input_ids"] != pad, axis=1)):
+        example = {name: arrays[name][row:row + 1, :length]
+                   for name in ("input_ids", "token_type_ids")}
+        example["labels"] = arrays["labels"][row:row + 1]
+        yield example
+
+
+def example_signature():
+    """The tf.function input signature of one :func:`one_by_one` example."""
+    signature = {name: tf.TensorSpec([1, None], tf.int32)
+                 for name in ("input_ids", "token_type_ids")}
+    signature["labels"] = tf.TensorSpec([1], tf.int32)
+    return signature
+
+
+def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
+    """Each head's importance over ``arrays``, normalised per layer: [layers, heads] float64.
+
+    ``arrays``: encoded pairs with ``labels`` (as ``data.encode_pairs`` makes them). Pairs go
+    one at a time, so the absolute value is taken per pair. ``head_mask`` [layers, heads]
+    (default: ones) is the point the gradient is taken at. A pruned head has importance 0.
+    """
+    layers, heads = head_shape(head)
+    head_mask = tf.constant(np.ones([layers, heads]) if head_mask is None else head_mask,
+                            tf.float32)
+
+    @tf.function(input_signature=[example_signature()])
+    def gradient(example):
+        with tf.GradientTape() as tape:
+            tape.watch(head_mask)
+            loss, _ = head.loss_and_metrics({**example, "head_mask": head_mask})
+        return tape.gradient(loss, head_mask)
+
+    total = sum(np.abs(gradient(example).numpy()) for example in one_by_one(head, arrays))
+    norms = np.linalg.norm(total, axis=1, keepdims=True)
+    return total / np.where(norms > 0, norms, 1.0)
+
+
+def entropy(head, arrays: dict) -> np.ndarray:
+    """Each head's attention entropy (nats), averaged over the query tokens of ``arrays``'
+    pairs and then over the pairs: [layers, heads] float64, NaN for a pruned head."""
+    layers, heads = head_shape(head)
+
+    @tf.function(input_signature=[example_signature()])
+    def entropies(example):
+        attentions = head.backbone(example)["attentions"]["encoder"]
+        return [tf.reduce_mean(-tf.reduce_sum(p * tf.math.log(p + 1e-12), -1), [0, 2])
+                for p in attentions]  # layers x [kept heads]
+
+    total, count = np.zeros([layers, heads]), 0
+    for example in one_by_one(head, arrays):
+        for layer, (kept, values) in enumerate(zip(kept_heads(head), entropies(example))):
+            total[layer, kept] += values.numpy()
+        count += 1
+    mean = total / max(count, 1)
+    for layer, kept in enumerate(kept_heads(head)):
+        mean[layer, [h for h in range(heads) if h not in kept]] = np.nan
+    return mean
+
+
+def masking_study(head, arrays: dict, importance: np.ndarray, random_orders: int = 3,
+                  seed: int = 0, printer=print) -> dict:
+    """Scores with the least important 0%, 10%, ..., 90% of the heads masked, and the same
+    shares masked in ``random_orders`` random orders (the control; their mean is reported)."""
+    layers, heads = importance.shape
+    least_first = np.argsort(importance.ravel(), kind="stable")
+    rng = np.random.default_rng(seed)
+    randoms = [rng.permutation(layers * heads) for _ in range(random_orders)]
+    result = {"shares": STUDY_SHARES, "importance_order": [], "random_order": []}
+    for share in STUDY_SHARES:
+        count = round(share * layers * heads)
+        scored = [scores(head, arrays, head_mask=mask_of(order[:count], layers, heads))
+                  for order in [least_first] + randoms]
+        result["importance_order"].append(scored[0])
+        result["random_order"].append(
+            {name: float(np.mean([s[name] for s in scored[1:]])) for name in scored[0]})
+        printer(f"{share:4.0%} of the heads masked: accuracy {scored[0]['accuracy']:.3f} "
+                f"(least important first), {result['random_order'][-1]['accuracy']:.3f} "
+                f"(random order, mean of {random_orders})")
+    return result
+
+
+def mask_of(masked: np.ndarray, layers: int, heads: int) -> np.ndarray:
+    """[layers, heads] of ones with the flat head indices ``masked`` set to 0."""
+    mask = np.ones(layers * heads, np.float32)
+    mask[masked] = 0.0
+    return mask.reshape(layers, heads)
+
+
+def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1) -> dict:
+    """``{layer: [head, ...]}``: ``share`` of all heads chosen as Michel et al. prune, ``step``
+    of them at a time, the importance measured again on ``arrays`` with the heads chosen so far
+    masked (a head can matter more once another is gone). Each layer keeps one head."""
+    layers, heads = head_shape(head)
+    mask = np.zeros([layers, heads], np.float32)
+    for layer, kept in enumerate(kept_heads(head)):
+        mask[layer, kept] = 1.0
+    already = {(layer, h) for layer in range(layers) for h in range(heads) if not mask[layer, h]}
+    reached = 0.0
+    while reached < share:
+        reached = min(share, reached + step)
+        measured = importance(head, arrays, mask)
+        kept = [[h for h in range(heads) if mask[layer, h]] for layer in range(layers)]
+        for layer, chosen in heads_to_prune(measured, reached, kept).items():
+            mask[layer, chosen] = 0.0
+    return {layer: chosen for layer in range(layers)
+            if (chosen := [h for h in range(heads) if not mask[layer, h]
+                           and (layer, h) not in already])}
+
+
+def recover(head, tokenizer, epochs: int, learning_rate: float = 2e-5, batch_size: int = 16,
+            max_len: int = 128, seed: int = 1, printer=print) -> None:
+    """Fine-tune a pruned ``head`` again for ``epochs`` passes over all MRPC train pairs.
+
+    Pruning removes what the remaining heads had learnt to work with; a short second
+    fine-tuning at a low rate (AdamW, 10% warm-up, linear decay) lets them adjust. The
+    optimizer is dropped afterwards, as ``finetune`` drops it before saving.
+    """
+    train = encode_pairs(tokenizer, load_mrpc("train"),
+                         min(max_len, head.backbone.config.max_position_embeddings))
+    keras.utils.set_random_seed(seed)
+    head.compile(optimizer=make_optimizer(learning_rate,
+                                          epochs * (len(train["labels"]) // batch_size)))
+    rng = np.random.default_rng(seed)
+    step = None
+    for epoch in range(1, epochs + 1):
+        metrics, step = train_epoch(head, train, batch_size, rng, tf.distribute.get_strategy(),
+                                    step)
+        printer(f"recovery epoch {epoch}: train loss {float(metrics['loss']):.3f}")
+    head.optimizer = None
+
+
+def heads_to_prune(importance: np.ndarray, share: float, kept=None) -> dict:
+    """``{layer: [head, ...]}``: the least important ``share`` of all heads, each layer keeping
+    at least one. ``kept``: per layer the heads the model still has (default: all); heads
+    already pruned count towards the share."""
+    layers, heads = importance.shape
+    kept = kept or [list(range(heads))] * layers
+    left = {layer: len(kept[layer]) for layer in range(layers)}
+    wanted = round(share * layers * heads) - (layers * heads - sum(left.values()))
+    chosen = {}
+    for flat in np.argsort(importance.ravel(), kind="stable"):
+        layer, head = divmod(int(flat), heads)
+        if wanted <= 0:
+            break
+        if head in kept[layer] and left[layer] > 1:
+            chosen.setdefault(layer, []).append(head)
+            left[layer] -= 1
+            wanted -= 1
+    return {layer: sorted(chosen_heads) for layer, chosen_heads in sorted(chosen.items())}
+
+
+def plot_importance(importance_map, entropy_map, path) -> Path:
+    """Two layers x heads heatmaps side by side: importance and attention entropy."""
+    plt = pyplot()
+    layers, heads = importance_map.shape
+    fig, axes = plt.subplots(1, 2, figsize=(2 + 0.9 * heads, 1.2 + 0.5 * layers))
+    for axis, values, title in ((axes[0], importance_map, "importance (normalised per layer)"),
+                                (axes[1], entropy_map, "attention entropy (nats)")):
+        image = axis.imshow(values, cmap="viridis", aspect="auto")
+        axis.set(title=title, xlabel="head", ylabel="layer", xticks=range(heads),
+                 yticks=range(layers))
+        fig.colorbar(image, ax=axis)
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def plot_study(study: dict, path) -> Path:
+    """Test accuracy against the share of heads masked: importance order and random order."""
+    plt = pyplot()
+    fig, axis = plt.subplots(figsize=(6, 4))
+    shares = [100 * share for share in study["shares"]]
+    for key, label in (("importance_order", "least important first"),
+                       ("random_order", "random order (mean)")):
+        axis.plot(shares, [100 * s["accuracy"] for s in study[key]], marker="o", label=label)
+    axis.set(xlabel="heads masked (%)", ylabel="MRPC test accuracy (%)",
+             title="Masking attention heads")
+    axis.grid(alpha=0.3)
+    axis.legend()
+    fig.tight_layout()
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
+                  study: bool = False, prune=None, pruned_dir=None, random_orders: int = 3,
+                  recover_epochs: int = 0, printer=print) -> dict:
+    """``bert heads``: importance and entropy on the dev pairs, then the study and pruning."""
+    head, tokenizer = load_finetuned(model_dir)
+    max_len = head.backbone.config.max_position_embeddings
+    dev = split_train_dev(load_mrpc("train"), dev_size)[1]
+    if not dev:
+        raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")
+    dev_pairs = encode_pairs(tokenizer, dev, max_len)
+    importance_map, entropy_map = importance(head, dev_pairs), entropy(head, dev_pairs)
+    path = Path(model_dir) / IMPORTANCE_FILE
+    write_text_atomic(path, json.dumps({
+        "importance": importance_map.tolist(), "entropy": np.where(
+            np.isnan(entropy_map), None, entropy_map).tolist(), "dev_pairs": len(dev),
+        "kept_heads": kept_heads(head)}, indent=1) + "\n")
+    picture = plot_importance(importance_map, entropy_map, Path(output_dir) / "head_importance.png")
+    printer(f"head importance of {len(dev)} dev pairs written to {path}; picture {picture}")
+    result = {"importance": importance_map, "entropy": entropy_map}
+    if study:
+        test = encode_pairs(tokenizer, load_mrpc("test"), max_len)
+        result["study"] = masking_study(head, test, importance_map, random_orders, printer=printer)
+        write_text_atomic(Path(model_dir) / STUDY_FILE,
+                          json.dumps(result["study"], indent=1) + "\n")
+        picture = plot_study(result["study"], Path(output_dir) / "head_masking_study.png")
+        printer(f"study written to {Path(model_dir) / STUDY_FILE}; picture {picture}")
+    if prune is not None:
+        spec = iterative_heads_to_prune(head, dev_pairs, prune)
+        pruned = pruned_head_model(head, spec)
+        if recover_epochs:
+            recover(pruned, tokenizer, recover_epochs, printer=printer)
+        pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
+        save_head(pruned, pruned_dir)
+        tokenizer.save(pruned_dir)
+        printer(f"pruned {sum(map(len, spec.values()))} heads {spec}: model written to "
+                f"{pruned_dir}")
+        result["pruned"] = spec
+    return result

@@ -1,0 +1,1 @@
+"""Serving: a fine-tuned model exported as a TensorFlow SavedModel."""

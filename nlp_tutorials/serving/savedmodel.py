@@ -1,0 +1,237 @@
+"""Serve a fine-tuned BERT: a SavedModel that answers raw sentence pairs.
+
+``python -m nlp_tutorials.bert export-model --model-dir DIR --output OUT`` writes
+``OUT/<version>/`` (TensorFlow Serving's layout) with three signatures:
+
+- ``serving_default``: ``sentence1``, ``sentence2`` (string [batch]) -> ``probability``
+  (float32 [batch], P(paraphrase)) and ``label`` (int32 [batch]). The sentences are tokenized
+  inside the graph (:class:`GraphWordPiece`), laid out and truncated as ``predict`` does.
+- ``predict_ids``: ``input_ids``, ``token_type_ids``, ``attention_mask`` (int32
+  [batch, step]) -> the same outputs. Plain TensorFlow ops only: any TensorFlow runtime serves it.
+- ``encode``: ``sentence`` (string [batch]) -> ``embedding`` (float32 [batch, hidden]): the
+  vector the classifier reads (pooled ``[CLS]`` or the mean of the token vectors).
+
+The string signatures need tensorflow-text's ops (``FastWordpieceTokenizer``, ``RegexSplit``,
+``NormalizeUTF8``) wherever the model is loaded: ``import tensorflow_text`` before
+``tf.saved_model.load``. A model with the word-level tokenizer gets ``predict_ids`` only: its
+number rule needs look-around, which the graph's regular expressions (RE2) lack.
+"""
+from pathlib import Path
+
+import tensorflow as tf
+
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.text.tokenization import CONTINUATION, MAX_WORD_CHARS, UNK, WordPieceTokenizer
+
+# google-research/bert's ranges of CJK ideographs: each such character is a word of its own.
+_CJK = (r"\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+        r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}")
+# BERT's punctuation: every ASCII non-letter, non-digit, non-space character, and Unicode P*.
+_PUNCTUATION = r"[!-/:-@\[-`{-~]|\p{P}"
+# UTF-8 needs at most 4 bytes a character: the byte limit of the graph's WordPiece never cuts
+# in before the character limit, which is applied separately (see GraphWordPiece.ids).
+_MAX_WORD_BYTES = 4 * MAX_WORD_CHARS
+
+
+def import_tensorflow_text():
+    """tensorflow_text, imported on demand so the rest of the package never needs it."""
+    try:
+        import tensorflow_text
+    except ImportError:
+        raise UserError("tensorflow_text is not installed; the exported model tokenizes in the "
+                        "graph with its ops: pip install tensorflow-text") from None
+    return tensorflow_text
+
+
+def normalize(sentences, lower_case: bool):
+    """BERT's text cleaning as HuggingFace's ``BertNormalizer`` does it, on string [batch].
+
+    Control and format characters (Unicode C*, U+FFFD) go, other whitespace becomes a space,
+    CJK ideographs get spaces around them; with ``lower_case`` accents are stripped (NFD, then
+    the non-spacing marks dropped) and letters lower-cased; finally NFC, as the Python side.
+    """
+    text = import_tensorflow_text()
+    sentences = tf.strings.regex_replace(sentences, r"[\t\n\r]", " ")
+    sentences = tf.strings.regex_replace(sentences, r"[\p{C}\x{FFFD}]", "")
+    sentences = tf.strings.regex_replace(sentences, r"[\p{Zs}\x{2028}\x{2029}]", " ")
+    sentences = tf.strings.regex_replace(sentences, f"([{_CJK}])", r" \1 ")
+    if lower_case:
+        sentences = tf.strings.regex_replace(text.normalize_utf8(sentences, "NFD"), r"\p{Mn}", "")
+        # HuggingFace lower-cases character by character, so a capital sigma is always σ; ICU
+        # would write a word-final one as ς.
+        sentences = tf.strings.lower(tf.strings.regex_replace(sentences, "Σ", "σ"),
+                                     encoding="utf-8")
+    return text.normalize_utf8(sentences, "NFC")
+
+
+def split_words(normalized):
+    """Words of normalized sentences: split on spaces, each punctuation mark a word of its own.
+
+    string [batch] -> ragged string [batch, (words)].
+    """
+    text = import_tensorflow_text()
+    return text.regex_split(normalized, delim_regex_pattern=rf"\s+|{_PUNCTUATION}",
+                            keep_delim_regex_pattern=_PUNCTUATION)
+
+
+class GraphWordPiece(tf.Module):
+    """:class:`~nlp_tutorials.tokenization.WordPieceTokenizer` as TensorFlow ops.
+
+    ``ids(sentences)``: string [batch] -> ragged int32 [batch, (tokens)], the ids
+    ``WordPieceTokenizer.tokenize`` gives (tests/test_serving.py checks every MRPC sentence).
+    The vocabulary is compiled into the graph: the SavedModel needs no vocabulary file.
+    """
+
+    def __init__(self, tokenizer: WordPieceTokenizer):
+        super().__init__()
+        text = import_tensorflow_text()
+        self.lower_case = tokenizer.lower_case
+        self.wordpiece = text.FastWordpieceTokenizer(
+            tokenizer.vocab, suffix_indicator=CONTINUATION, max_bytes_per_word=_MAX_WORD_BYTES,
+            token_out_type=tf.int32, unknown_token=UNK, no_pretokenization=True,
+            support_detokenization=False)
+
+    def ids(self, sentences):
+        words = split_words(normalize(sentences, self.lower_case))  # [batch, (words)]
+        # A word over MAX_WORD_CHARS characters is one [UNK]: the word "[UNK]" is exactly that
+        # token (every vocabulary holds it, and WordPiece takes the longest match).
+        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_WORD_CHARS
+        words = tf.where(too_long, UNK, words)
+        return self.wordpiece.tokenize(words).merge_dims(1, 2)  # [batch, (tokens)]
+
+
+def truncated_lengths(len_a, len_b, budget: int):
+    """:func:`nlp_tutorials.tokenization.truncated_lengths` in TensorFlow ops: the lengths
+    [batch] of a pair after longest-first truncation to ``budget`` tokens in total."""
+    new_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+    new_b = tf.minimum(len_b, budget - new_a)
+    fits = len_a + len_b <= budget
+    return tf.where(fits, len_a, new_a), tf.where(fits, len_b, new_b)
+
+
+def keep_first(tokens, lengths):
+    """The first ``lengths`` [batch] tokens of each row of ragged [batch, (tokens)]."""
+    positions = tf.ragged.range(tokens.row_lengths())  # [batch, (tokens)]
+    return tf.ragged.boolean_mask(tokens, positions < lengths[:, tf.newaxis])
+
+
+def pack(segments, max_len: int, cls_id: int, sep_id: int, pad_id: int):
+    """``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``, truncated as ``Tokenizer.pack`` does and
+    padded to the batch's longest row (not to ``max_len``: the model's cost grows with it).
+
+    ``segments``: one or two ragged int32 [batch, (tokens)]. Returns input_ids and
+    token_type_ids, int32 [batch, step] with step <= ``max_len``.
+    """
+    lengths = [s.row_lengths() for s in segments]
+    if len(segments) == 1:
+        lengths = [tf.minimum(lengths[0], max_len - 2)]
+    else:
+        lengths = list(truncated_lengths(*lengths, max_len - 3))
+    batch = tf.shape(lengths[0])[:1]
+    cls = tf.RaggedTensor.from_tensor(tf.fill(tf.concat([batch, [1]], 0), cls_id))
+    sep = tf.RaggedTensor.from_tensor(tf.fill(tf.concat([batch, [1]], 0), sep_id))
+    ids, types = [cls], [tf.zeros_like(cls)]
+    for segment_type, (tokens, length) in enumerate(zip(segments, lengths)):
+        piece = tf.concat([keep_first(tokens, length), sep], axis=1)
+        ids.append(piece)
+        types.append(tf.ones_like(piece) * segment_type)
+    ids, types = tf.concat(ids, axis=1), tf.concat(types, axis=1)  # [batch, (step)]
+    return ids.to_tensor(default_value=pad_id), types.to_tensor()
+
+
+def _ids_spec(name: str):
+    return tf.TensorSpec([None, None], tf.int32, name=name)
+
+
+def _strings_spec(name: str):
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+class PairClassifierModule(tf.Module):
+    """What the SavedModel holds: the fine-tuned head, the graph tokenizer and the signatures.
+
+    Inputs are laid out and truncated as ``predict`` lays them out (``Tokenizer.pack`` with
+    ``max_len`` the model's positions), so the answers are ``predict``'s.
+    """
+
+    def __init__(self, head, tokenizer, strings: bool = True):
+        """``strings``: tokenize in the graph (a WordPiece ``tokenizer`` only)."""
+        super().__init__()
+        self.head = head
+        self.max_len = head.backbone.config.max_position_embeddings
+        self.model_pad_id = head.backbone.config.pad_token_id
+        self.special_ids = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id,
+                            "pad_id": tokenizer.pad_id}
+        self.tokenizer = (GraphWordPiece(tokenizer)
+                          if strings and isinstance(tokenizer, WordPieceTokenizer) else None)
+
+    def classify(self, input_ids, token_type_ids):
+        """P(paraphrase) float32 [batch] and the label int32 [batch] (1 when P > 0.5)."""
+        logits = self.head({"input_ids": input_ids, "token_type_ids": token_type_ids},
+                           training=False)  # [batch, 2]
+        probability = tf.nn.softmax(tf.cast(logits, tf.float32))[:, 1]
+        return {"probability": probability, "label": tf.cast(probability > 0.5, tf.int32)}
+
+    def predict_ids(self, input_ids, token_type_ids, attention_mask):
+        """Encoded pairs, int32 [batch, step] each -> P(paraphrase) and the label."""
+        # The model reads padding from the [PAD] id: where the mask says padding, it is made so.
+        input_ids = tf.where(attention_mask > 0, input_ids, self.model_pad_id)
+        return self.classify(input_ids, token_type_ids)
+
+    def serving_default(self, sentence1, sentence2):
+        """Raw sentence pairs, string [batch] each -> P(paraphrase) and the label."""
+        ids, types = pack([self.tokenizer.ids(sentence1), self.tokenizer.ids(sentence2)],
+                             self.max_len, **self.special_ids)
+        return self.classify(ids, types)
+
+    def encode(self, sentence):
+        """Raw sentences, string [batch] -> the classifier's input vector [batch, hidden]."""
+        ids, types = pack([self.tokenizer.ids(sentence)], self.max_len, **self.special_ids)
+        summary = self.head.summary({"input_ids": ids, "token_type_ids": types}, training=False)
+        return {"embedding": tf.cast(summary, tf.float32)}  # [batch, hidden]
+
+    def signatures(self) -> dict:
+        """The concrete functions to export, by signature name; without a graph tokenizer
+        (word-level vocabulary) ``predict_ids`` only."""
+        functions = {"predict_ids": tf.function(self.predict_ids, input_signature=[
+            _ids_spec("input_ids"), _ids_spec("token_type_ids"), _ids_spec("attention_mask")])}
+        if self.tokenizer is not None:
+            functions["serving_default"] = tf.function(self.serving_default, input_signature=[
+                _strings_spec("sentence1"), _strings_spec("sentence2")])
+            functions["encode"] = tf.function(self.encode,
+                                              input_signature=[_strings_spec("sentence")])
+        return {name: function.get_concrete_function() for name, function in functions.items()}
+
+
+WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its number rule needs "
+                   "regex look-around, which the graph's RE2 lacks); tokenize with the "
+                   "package's WordTokenizer, or fine-tune a WordPiece model for raw strings")
+
+
+def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
+                 ids_only: bool = False, printer=print) -> Path:
+    """Write the fine-tuned model in ``model_dir`` as a SavedModel in ``output/<version>``
+    (TensorFlow Serving's layout); with ``ids_only``, the ``predict_ids`` signature only, so
+    the model holds no tensorflow-text op and loads in any TensorFlow runtime.
+
+    The folder is written beside its target under a hidden name and renamed into place, so
+    TensorFlow Serving (which watches ``output`` for numbered folders) never sees half a model,
+    and a failed export leaves the old version untouched. Returns the version folder.
+    """
+    from nlp_tutorials.system.files import refuse_existing, save_folder_atomic
+    from nlp_tutorials.training.finetuning import load_finetuned
+
+    target = Path(output) / str(version)
+    refuse_existing(target, overwrite, "--output")
+    head, tokenizer = load_finetuned(model_dir)
+    if head.num_labels != 2:
+        raise UserError(f"{model_dir}: the head has {head.num_labels} label(s); expected the "
+                        f"2-way paraphrase classifier `finetune` writes")
+    module = PairClassifierModule(head, tokenizer, strings=not ids_only)
+    signatures = module.signatures()
+    save_folder_atomic(target, lambda tmp: tf.saved_model.save(module, str(tmp),
+                                                               signatures=signatures))
+    if module.tokenizer is None and not ids_only:
+        printer(WORD_LEVEL_NOTE)
+    printer(f"SavedModel written to {target} (signatures: {', '.join(sorted(signatures))})")
+    return target

@@ -1,0 +1,102 @@
+"""The package's folders are its architecture: imports run one way, and nothing cycles.
+
+Read from the source with ``ast`` (nothing is imported), so a new upward import fails here
+whatever the import order at run time.
+"""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "nlp_tutorials"
+
+# Lowest first; a module may import from its own folder and from folders listed before it.
+LAYERS = ["system", "speed", "text", "models", "sources", "tasks", "training", "analysis",
+          "serving", "cli"]
+# The names users import and run: they sit on top and only re-export or launch.
+TOP = {"bert", "gpt", "transformer", "config", "heads", "tokenization", "baseline", "__init__"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_imports(path: Path) -> set[str]:
+    """Every ``nlp_tutorials...`` module the file imports, at any depth of the code."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "nlp_tutorials":
+                found.update(f"nlp_tutorials.{alias.name}" for alias in node.names)
+            elif node.module.startswith("nlp_tutorials."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("nlp_tutorials."))
+    return found
+
+
+def folder_of(module: str) -> str:
+    """The first name under the package: a layer folder or a public name at the top."""
+    return module.split(".")[1] if "." in module else "__init__"
+
+
+def graph() -> dict:
+    return {module_name(path): package_imports(path) for path in PACKAGE.rglob("*.py")}
+
+
+def test_every_module_sits_in_a_layer_folder_or_is_a_public_name():
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        if len(relative.parts) == 1:
+            assert path.stem in TOP, f"{relative}: a module at the top that is not a public name"
+        else:
+            assert relative.parts[0] in LAYERS, f"{relative}: a folder outside the layers"
+
+
+def test_imports_run_only_downward():
+    upward = []
+    for module, imports in graph().items():
+        if module == "nlp_tutorials" or folder_of(module) in TOP:
+            continue
+        rank = LAYERS.index(folder_of(module))
+        for target in imports:
+            target_folder = folder_of(target)
+            if target_folder in TOP or LAYERS.index(target_folder) > rank:
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports that run upward:\n" + "\n".join(sorted(upward))
+
+
+def test_nothing_below_the_command_line_imports_it():
+    for module, imports in graph().items():
+        if not module.startswith("nlp_tutorials.cli") and folder_of(module) not in TOP:
+            assert not any(t.startswith("nlp_tutorials.cli") for t in imports), module
+
+
+def test_the_lesson_files_stay_short():
+    for name in ("masks", "transformer", "gpt", "bert", "heads"):
+        lines = len((PACKAGE / "models" / f"{name}.py").read_text().splitlines())
+        assert lines <= 400, f"models/{name}.py has {lines} lines; the lesson files stay under 400"
+
+
+def test_no_import_cycle():
+    imports = graph()
+    known = set(imports)
+
+    def resolve(target):  # "from nlp_tutorials.training import checkpoints" names a module
+        return target if target in known else target.rsplit(".", 1)[0]
+
+    edges = {m: {resolve(t) for t in ts if resolve(t) in known and resolve(t) != m}
+             for m, ts in imports.items()}
+    state = {}
+
+    def visit(module, trail):
+        state[module] = "open"
+        for target in edges[module]:
+            if state.get(target) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(trail + [module, target]))
+            if target not in state:
+                visit(target, trail + [module])
+        state[module] = "done"
+
+    for module in edges:
+        if module not in state:
+            visit(module, [])
