@@ -7,7 +7,7 @@ at a time, importance on the 408 dev pairs measured again after each tenth, each
 one) and pruned (``nlp_tutorials.pruning``), with ``--recover-epochs`` fine-tuned again as
 ``bert heads --recover-epochs`` does, and the pruned model is scored on the
 1,725 MRPC test pairs and timed on them through ``predict``'s path
-(``finetune.paraphrase_probabilities``, batches of 64 pairs trimmed to their longest). The
+(``finetuning.class_probabilities``, batches of 64 pairs trimmed to their longest). The
 models are timed in turn, round after round (median of ``--rounds``), so machine noise hits
 each alike; pairs/s are also given as a ratio to the unpruned model's.
 """
@@ -29,12 +29,9 @@ from nlp_tutorials.analysis.bertology import (
     recover,
 )
 from nlp_tutorials.text.packing import encode_pairs  # noqa: E402
+from nlp_tutorials.tasks.base import split_train_dev
 from nlp_tutorials.tasks.mrpc import load_mrpc
-from nlp_tutorials.training.finetuning import (
-    load_finetuned,
-    paraphrase_probabilities,
-    split_train_dev,
-)
+from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
 from nlp_tutorials.tasks.metrics import accuracy, f1_score  # noqa: E402
 from nlp_tutorials.models.pruning import pruned_head_model  # noqa: E402
 
@@ -47,7 +44,7 @@ def main(argv=None):
     parser.add_argument("--recover-epochs", type=int, default=0,
                         help="fine-tune each pruned model again for this many epochs (lr 2e-5)")
     args = parser.parse_args(argv)
-    head, tokenizer = load_finetuned(args.model_dir)
+    head, tokenizer, _ = load_finetuned(args.model_dir)
     max_len = head.backbone.config.max_position_embeddings
     test = encode_pairs(tokenizer, load_mrpc("test"), max_len)
     dev = encode_pairs(tokenizer, split_train_dev(load_mrpc("train"), 408)[1], max_len)
@@ -62,13 +59,13 @@ def main(argv=None):
     times = {share: [] for share in shares}
     scores = {}
     for share, model in models.items():  # scores, and the first (tracing) pass untimed
-        predictions = (paraphrase_probabilities(model, test) > 0.5).astype(np.int32)
+        predictions = (class_probabilities(model, test)[:, 1] > 0.5).astype(np.int32)
         scores[share] = (accuracy(test["labels"], predictions), f1_score(test["labels"],
                                                                          predictions))
     for _ in range(args.rounds):
         for share, model in models.items():
             start = time.perf_counter()
-            paraphrase_probabilities(model, test)
+            class_probabilities(model, test)
             times[share].append(time.perf_counter() - start)
     base = len(test["labels"]) / statistics.median(times[shares[0]])
     for share in shares:

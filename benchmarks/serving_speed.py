@@ -131,7 +131,7 @@ class Ours:
 
     def __init__(self, version_dir, model_dir, batches, singles):
         self.model = tf.saved_model.load(str(version_dir))
-        head, tokenizer = load_finetuned(model_dir)
+        head, tokenizer, _ = load_finetuned(model_dir)
         self.batches = [{"sentence1": tf.constant(a), "sentence2": tf.constant(b)}
                         for a, b in batches]
         self.singles = [{"sentence1": tf.constant(a), "sentence2": tf.constant(b)}

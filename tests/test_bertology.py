@@ -13,7 +13,8 @@ from nlp_tutorials.cli import main
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.text.packing import encode_pairs
 from nlp_tutorials.tasks.mrpc import load_mrpc
-from nlp_tutorials.training.finetuning import load_finetuned, save_head, scores
+from nlp_tutorials.tasks import get_task
+from nlp_tutorials.training.finetuning import evaluate, load_finetuned, save_head
 from nlp_tutorials.models.heads import SequenceClassifier
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.text.tokenization import WordTokenizer
@@ -101,13 +102,16 @@ def test_iterative_choice_prunes_the_share_asked_for(head, pairs):
 def test_masking_study_scores_every_share_in_both_orders(head, pairs):
     importance = np.arange(8, dtype=float).reshape(2, 4)
     lines = []
-    study = bertology.masking_study(head, pairs, importance, random_orders=2,
+    examples = load_mrpc("test")[:4]  # the pairs `pairs` encodes
+    task = get_task("mrpc")
+    study = bertology.masking_study(head, task, examples, pairs, importance, random_orders=2,
                                     printer=lines.append)
     assert study["shares"] == bertology.STUDY_SHARES and len(lines) == 10
-    unmasked = scores(head, pairs, head_mask=np.ones([2, 4]))
+    unmasked = evaluate(head, task, examples, pairs, head_mask=np.ones([2, 4]))
     assert study["importance_order"][0] == unmasked
     assert study["random_order"][0] == unmasked
-    masked = scores(head, pairs, head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
+    masked = evaluate(head, task, examples, pairs,
+                      head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
     assert study["importance_order"][2] == masked  # 20% of 8 heads: the two least important
 
 
@@ -125,7 +129,7 @@ def test_heads_command_writes_importance_pictures_and_a_pruned_model_predict_rea
     written = json.loads((model_dir / bertology.IMPORTANCE_FILE).read_text())
     assert np.array(written["importance"]).shape == (2, 4) and written["dev_pairs"] == 6
     assert (tmp_path / "pictures" / "head_importance.png").stat().st_size > 1000
-    pruned, _ = load_finetuned(tmp_path / "finetuned_pruned25")
+    pruned = load_finetuned(tmp_path / "finetuned_pruned25").head
     assert sum(map(len, pruned.backbone.config.pruned_heads.values())) == 2
     assert not np.allclose(pruned.classifier.kernel.numpy(), head.classifier.kernel.numpy())
     pairs_file = tmp_path / "pairs.tsv"

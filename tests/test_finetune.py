@@ -39,7 +39,7 @@ def finetuned(tmp_path_factory):
 
 
 def test_train_dev_split_is_glue_sized():
-    from nlp_tutorials.training.finetuning import split_train_dev
+    from nlp_tutorials.tasks.base import split_train_dev
 
     train, dev = split_train_dev(load_mrpc("train"), 408)
     assert (len(train), len(dev)) == (3668, 408)
@@ -56,10 +56,10 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.models.config import ModelConfig
+    from nlp_tutorials.tasks import get_task
     from nlp_tutorials.training.finetuning import (
-        encode,
+        class_probabilities,
         load_finetuned,
-        paraphrase_probabilities,
         predict,
         save_head,
     )
@@ -74,13 +74,13 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
         num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)))
     save_head(head, tmp_path)
     tokenizer.save(tmp_path)
-    loaded, loaded_tokenizer = load_finetuned(tmp_path)
-    arrays = encode(tokenizer, pairs, 64)
-    np.testing.assert_allclose(paraphrase_probabilities(loaded, arrays),
-                               paraphrase_probabilities(head, arrays), atol=1e-6)
+    loaded, loaded_tokenizer, task = load_finetuned(tmp_path)
+    arrays = get_task("mrpc").encode(tokenizer, pairs, 64)
+    np.testing.assert_allclose(class_probabilities(loaded, arrays),
+                               class_probabilities(head, arrays), atol=1e-6)
     printed = []
     lines = [f"{p.s1}\t{p.s2}\n" for p in pairs[:3]]
-    assert predict(loaded, loaded_tokenizer, lines, "pairs.tsv", printer=printed.append,
+    assert predict(loaded, loaded_tokenizer, task, lines, "pairs.tsv", printer=printed.append,
                    chunk=2) == 3
     assert [line.split("\t")[2:] for line in printed] == [[p.s1, p.s2] for p in pairs[:3]]
 
@@ -128,21 +128,22 @@ def test_finetune_reports_test_scores_over_seeds(finetuned):
 def test_saved_model_is_the_head_that_was_trained(finetuned):
     """model.keras holds the head fine-tuning kept in memory (the seed with the best dev
     accuracy): the same weights and the same predictions; the other seed's head differs."""
-    from nlp_tutorials.training.finetuning import encode, load_finetuned, paraphrase_probabilities
+    from nlp_tutorials.tasks import get_task
+    from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
 
     root, result, _, heads = finetuned
     dev = [run["dev"]["accuracy"] for run in result["runs"]]
     kept, other = heads[dev.index(max(dev))], heads[1 - dev.index(max(dev))]
-    head, tokenizer = load_finetuned(root / "mrpc")
+    head, tokenizer, _ = load_finetuned(root / "mrpc")
     assert len(head.weights) == len(kept.weights)
     for loaded, trained in zip(head.weights, kept.weights):
         np.testing.assert_array_equal(loaded.numpy(), trained.numpy(), err_msg=trained.path)
     assert max(np.abs(a.numpy() - b.numpy()).max()
                for a, b in zip(kept.weights, other.weights)) > 1e-3
-    arrays = encode(tokenizer, load_mrpc("test")[:50], 24)
-    first = paraphrase_probabilities(head, arrays)
+    arrays = get_task("mrpc").encode(tokenizer, load_mrpc("test")[:50], 24)
+    first = class_probabilities(head, arrays)[:, 1]
     assert first.shape == (50,) and ((first >= 0) & (first <= 1)).all()
-    np.testing.assert_array_equal(first, paraphrase_probabilities(kept, arrays))
+    np.testing.assert_array_equal(first, class_probabilities(kept, arrays)[:, 1])
 
 
 @pytest.mark.slow
@@ -154,7 +155,7 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
     from nlp_tutorials.training.finetuning import load_finetuned
 
     root = finetuned[0]
-    head, _ = load_finetuned(root / "mrpc")
+    head = load_finetuned(root / "mrpc").head
     with zipfile.ZipFile(root / "mrpc" / "model.keras") as archive:
         with archive.open("model.weights.h5") as weights, h5py.File(weights) as h5:
             names = []
@@ -169,7 +170,7 @@ def test_predict_prints_pairs_before_a_malformed_line(finetuned):
     from nlp_tutorials.training.finetuning import load_finetuned, predict
 
     root = finetuned[0]
-    head, tokenizer = load_finetuned(root / "mrpc")
+    head, tokenizer, task = load_finetuned(root / "mrpc")
     lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n",
              "1\t1\t2\tShares rose.\tShares went up.\n",
              "The cat sat.\tA cat was sitting.\n",
@@ -177,7 +178,7 @@ def test_predict_prints_pairs_before_a_malformed_line(finetuned):
              "never\treached\n"]
     printed = []
     with pytest.raises(UserError, match=r"pairs.tsv, line 4: expected two tab-separated"):
-        predict(head, tokenizer, lines, "pairs.tsv", printer=printed.append)
+        predict(head, tokenizer, task, lines, "pairs.tsv", printer=printed.append)
     assert [line.split("\t")[2] for line in printed] == ["Shares rose.", "The cat sat."]
     for line in printed:
         label, probability = line.split("\t")[:2]

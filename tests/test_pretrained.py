@@ -264,5 +264,5 @@ def test_loaded_bert_fine_tunes_and_the_head_saves(tmp_path):
     assert not np.array_equal(head.backbone.embeddings.word_embeddings.numpy(), before)
     save_head(head, tmp_path)
     shutil.copy(TINY_HF / "vocab.txt", tmp_path)  # load_finetuned reads the tokenizer too
-    loaded, _ = load_finetuned(tmp_path)
+    loaded = load_finetuned(tmp_path).head
     np.testing.assert_array_equal(loaded(batch).numpy(), head(batch).numpy())

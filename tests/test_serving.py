@@ -170,11 +170,11 @@ def widen_classifier(head, tokenizer):
 
 def predict_probabilities(model_dir, pairs):
     """What `predict` computes for ``pairs``: P(paraphrase) [n]."""
-    from nlp_tutorials.training.finetuning import load_finetuned, paraphrase_probabilities
+    from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
 
-    head, tokenizer = load_finetuned(model_dir)
+    head, tokenizer, _ = load_finetuned(model_dir)
     max_len = head.backbone.config.max_position_embeddings
-    return paraphrase_probabilities(head, encode_pairs(tokenizer, pairs, max_len))
+    return class_probabilities(head, encode_pairs(tokenizer, pairs, max_len))[:, 1]
 
 
 def sample_pairs():
@@ -235,7 +235,7 @@ def test_predict_ids_answers_as_predict(exported, loaded):
 
     model_dir, _ = exported
     pairs = load_mrpc("test")[:24]
-    _, tokenizer = load_finetuned(model_dir)
+    tokenizer = load_finetuned(model_dir).tokenizer
     arrays = encode_pairs(tokenizer, pairs, MAX_POSITIONS)
     mask = (arrays["input_ids"] != tokenizer.pad_id).astype(np.int32)
     # Garbage under the mask's zeros must not count: the mask, not the ids, says what is real.
@@ -250,7 +250,7 @@ def summaries(model_dir, sentences):
     """The vectors the classifier reads for single ``sentences``, from the package: [n, hidden]."""
     from nlp_tutorials.training.finetuning import load_finetuned
 
-    head, tokenizer = load_finetuned(model_dir)
+    head, tokenizer, _ = load_finetuned(model_dir)
     rows = [tokenizer.encode(s, max_len=head.backbone.config.max_position_embeddings)
             for s in sentences]
     ids, types = (np.array([row[i] for row in rows], np.int32) for i in (0, 1))
@@ -359,7 +359,7 @@ def test_predict_ids_needs_no_tensorflow_text(learned, tmp_path, ids_only):
     assert (WORD_LEVEL_NOTE in printed) is not ids_only
     assert printed[-1].endswith("(signatures: predict_ids)")
     pairs = load_mrpc("test")[:16]
-    _, tokenizer = load_finetuned(model_dir)
+    tokenizer = load_finetuned(model_dir).tokenizer
     arrays = encode_pairs(tokenizer, pairs, MAX_POSITIONS)
     inputs = {"input_ids": arrays["input_ids"].tolist(),
               "token_type_ids": arrays["token_type_ids"].tolist(),

@@ -32,8 +32,8 @@ import unicodedata
 
 import numpy as np
 
-from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.metrics import accuracy, f1_score, majority_baseline
 
 NGRAM_SIZES = (1, 2, 3)
@@ -125,8 +125,9 @@ def evaluate_overlap_baseline(train_pairs=None, test_pairs=None) -> dict:
 
     Returns ``{"accuracy": float, "f1": float}``, F1 of the paraphrase class, both in [0, 1].
     """
-    train_pairs = load_mrpc("train") if train_pairs is None else train_pairs
-    test_pairs = load_mrpc("test") if test_pairs is None else test_pairs
+    task = get_task("mrpc")
+    train_pairs = task.examples("train") if train_pairs is None else train_pairs
+    test_pairs = task.examples("test") if test_pairs is None else test_pairs
     if not test_pairs:
         raise UserError("no test pairs to evaluate the word-overlap baseline on")
     model = fit_overlap_baseline(train_pairs)
@@ -149,8 +150,8 @@ def main(argv=None) -> int:
                         help="folder holding the MRPC files (default: the repo's data/MRPC)")
     args = parser.parse_args(argv)
     try:
-        train = load_mrpc("train", args.data_dir)
-        test = load_mrpc("test", args.data_dir)
+        task = get_task("mrpc", data_dir=args.data_dir)
+        train, test = task.examples("train"), task.examples("test")
         majority = majority_baseline([p.label for p in train], [p.label for p in test])
         overlap = evaluate_overlap_baseline(train, test)
     except UserError as err:

@@ -12,10 +12,11 @@ averaged over the real query tokens) tells how spread out its attention is.
 
 ``python -m nlp_tutorials.bert heads --model-dir <fine-tuned model>`` writes
 ``head_importance.json`` beside the model and draws the two maps; ``--study`` masks heads from
-the least important up, 10% of them at a time, against random orders, scoring the MRPC test
-split; ``--prune 0.4`` writes a model without the least important 40% of the heads, chosen
-10% at a time with the importance measured again after each tenth (as Michel et al. prune),
-and ``--recover-epochs 1`` fine-tunes it once more over the MRPC train pairs.
+the least important up, 10% of them at a time, against random orders, scoring the test split
+of the model's task (MRPC by default); ``--prune 0.4`` writes a model without the least
+important 40% of the heads, chosen 10% at a time with the importance measured again after each
+tenth (as Michel et al. prune), and ``--recover-epochs 1`` fine-tunes it once more over the
+task's train examples.
 """
 import json
 from pathlib import Path
@@ -24,16 +25,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nlp_tutorials.text.packing import encode_pairs
-from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks import get_task
 from nlp_tutorials.training.config import FinetuneConfig
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.training.finetuning import (
+    evaluate,
     load_finetuned,
     save_head,
-    scores,
-    split_train_dev,
+    save_task,
     train_epoch,
 )
 from nlp_tutorials.training.optimization import make_optimizer
@@ -78,7 +78,7 @@ def example_signature():
 def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
     """Each head's importance over ``arrays``, normalised per layer: [layers, heads] float64.
 
-    ``arrays``: encoded pairs with ``labels`` (as ``data.encode_pairs`` makes them). Pairs go
+    ``arrays``: encoded pairs with ``labels`` (as ``Task.encode`` makes them). Pairs go
     one at a time, so the absolute value is taken per pair. ``head_mask`` [layers, heads]
     (default: ones) is the point the gradient is taken at. A pruned head has importance 0.
     """
@@ -120,24 +120,27 @@ def entropy(head, arrays: dict) -> np.ndarray:
     return mean
 
 
-def masking_study(head, arrays: dict, importance: np.ndarray, random_orders: int = 3,
-                  seed: int = 0, printer=print) -> dict:
-    """Scores with the least important 0%, 10%, ..., 90% of the heads masked, and the same
-    shares masked in ``random_orders`` random orders (the control; their mean is reported)."""
+def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
+                  random_orders: int = 3, seed: int = 0, printer=print) -> dict:
+    """The task's scores on ``examples`` (encoded as ``arrays``) with the least important 0%,
+    10%, ..., 90% of the heads masked, and the same shares masked in ``random_orders`` random
+    orders (the control; their mean is reported)."""
     layers, heads = importance.shape
     least_first = np.argsort(importance.ravel(), kind="stable")
     rng = np.random.default_rng(seed)
     randoms = [rng.permutation(layers * heads) for _ in range(random_orders)]
     result = {"shares": STUDY_SHARES, "importance_order": [], "random_order": []}
+    metric, printed = task.metrics[0]
     for share in STUDY_SHARES:
         count = round(share * layers * heads)
-        scored = [scores(head, arrays, head_mask=mask_of(order[:count], layers, heads))
+        scored = [evaluate(head, task, examples, arrays,
+                           head_mask=mask_of(order[:count], layers, heads))
                   for order in [least_first] + randoms]
         result["importance_order"].append(scored[0])
         result["random_order"].append(
             {name: float(np.mean([s[name] for s in scored[1:]])) for name in scored[0]})
-        printer(f"{share:4.0%} of the heads masked: accuracy {scored[0]['accuracy']:.3f} "
-                f"(least important first), {result['random_order'][-1]['accuracy']:.3f} "
+        printer(f"{share:4.0%} of the heads masked: {printed} {scored[0][metric]:.3f} "
+                f"(least important first), {result['random_order'][-1][metric]:.3f} "
                 f"(random order, mean of {random_orders})")
     return result
 
@@ -171,15 +174,17 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
 
 
 def recover(head, tokenizer, epochs: int, learning_rate: float = 2e-5, batch_size: int = 16,
-            max_len: int = 128, seed: int = 1, printer=print) -> None:
-    """Fine-tune a pruned ``head`` again for ``epochs`` passes over all MRPC train pairs.
+            max_len: int = 128, seed: int = 1, printer=print, task=None) -> None:
+    """Fine-tune a pruned ``head`` again for ``epochs`` passes over all train examples of
+    ``task`` (default: MRPC's).
 
     Pruning removes what the remaining heads had learnt to work with; a short second
     fine-tuning at a low rate (AdamW, 10% warm-up, linear decay) lets them adjust. The
     optimizer is dropped afterwards, as ``finetune`` drops it before saving.
     """
-    train = encode_pairs(tokenizer, load_mrpc("train"),
-                         min(max_len, head.backbone.config.max_position_embeddings))
+    task = task or get_task(FinetuneConfig.task)
+    train = task.encode(tokenizer, task.read("train"),
+                        min(max_len, head.backbone.config.max_position_embeddings))
     keras.utils.set_random_seed(seed)
     head.compile(optimizer=make_optimizer(learning_rate,
                                           epochs * (len(train["labels"]) // batch_size)))
@@ -230,15 +235,17 @@ def plot_importance(importance_map, entropy_map, path) -> Path:
         plt.close(fig)
 
 
-def plot_study(study: dict, path) -> Path:
-    """Test accuracy against the share of heads masked: importance order and random order."""
+def plot_study(study: dict, path, task) -> Path:
+    """The task's first test score (accuracy for MRPC) against the share of heads masked:
+    importance order and random order."""
+    metric, printed = task.metrics[0]
     plt = pyplot()
     fig, axis = plt.subplots(figsize=(6, 4))
     shares = [100 * share for share in study["shares"]]
     for key, label in (("importance_order", "least important first"),
                        ("random_order", "random order (mean)")):
-        axis.plot(shares, [100 * s["accuracy"] for s in study[key]], marker="o", label=label)
-    axis.set(xlabel="heads masked (%)", ylabel="MRPC test accuracy (%)",
+        axis.plot(shares, [100 * s[metric] for s in study[key]], marker="o", label=label)
+    axis.set(xlabel="heads masked (%)", ylabel=f"{task.title} test {printed} (%)",
              title="Masking attention heads")
     axis.grid(alpha=0.3)
     axis.legend()
@@ -253,12 +260,13 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
                   study: bool = False, prune=None, pruned_dir=None, random_orders: int = 3,
                   recover_epochs: int = 0, printer=print) -> dict:
     """``bert heads``: importance and entropy on the dev pairs, then the study and pruning."""
-    head, tokenizer = load_finetuned(model_dir)
+    head, tokenizer, task = load_finetuned(model_dir)
+    task.dev_size = dev_size  # the dev pairs: the last dev_size of the train file's
     max_len = head.backbone.config.max_position_embeddings
-    dev = split_train_dev(load_mrpc("train"), dev_size)[1]
+    dev = task.examples("dev")
     if not dev:
         raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")
-    dev_pairs = encode_pairs(tokenizer, dev, max_len)
+    dev_pairs = task.encode(tokenizer, dev, max_len)
     importance_map, entropy_map = importance(head, dev_pairs), entropy(head, dev_pairs)
     path = Path(model_dir) / IMPORTANCE_FILE
     write_text_atomic(path, json.dumps({
@@ -269,20 +277,23 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
     printer(f"head importance of {len(dev)} dev pairs written to {path}; picture {picture}")
     result = {"importance": importance_map, "entropy": entropy_map}
     if study:
-        test = encode_pairs(tokenizer, load_mrpc("test"), max_len)
-        result["study"] = masking_study(head, test, importance_map, random_orders, printer=printer)
+        test_examples = task.examples("test")
+        test = task.encode(tokenizer, test_examples, max_len)
+        result["study"] = masking_study(head, task, test_examples, test, importance_map,
+                                        random_orders, printer=printer)
         write_text_atomic(Path(model_dir) / STUDY_FILE,
                           json.dumps(result["study"], indent=1) + "\n")
-        picture = plot_study(result["study"], Path(output_dir) / "head_masking_study.png")
+        picture = plot_study(result["study"], Path(output_dir) / "head_masking_study.png", task)
         printer(f"study written to {Path(model_dir) / STUDY_FILE}; picture {picture}")
     if prune is not None:
         spec = iterative_heads_to_prune(head, dev_pairs, prune)
         pruned = pruned_head_model(head, spec)
         if recover_epochs:
-            recover(pruned, tokenizer, recover_epochs, printer=printer)
+            recover(pruned, tokenizer, recover_epochs, printer=printer, task=task)
         pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
         save_head(pruned, pruned_dir)
         tokenizer.save(pruned_dir)
+        save_task(pruned_dir, task)
         printer(f"pruned {sum(map(len, spec.values()))} heads {spec}: model written to "
                 f"{pruned_dir}")
         result["pruned"] = spec

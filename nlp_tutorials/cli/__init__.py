@@ -515,13 +515,13 @@ def predict(args) -> int:
     start_tensorflow()
     from nlp_tutorials.training.finetuning import load_finetuned, predict as predict_pairs
 
-    head, tokenizer = load_finetuned(args.model_dir)
+    head, tokenizer, task = load_finetuned(args.model_dir)
     if args.input == "-":
-        predict_pairs(head, tokenizer, sys.stdin, "<stdin>")
+        predict_pairs(head, tokenizer, task, sys.stdin, "<stdin>")
         return 0
     try:
         with open(args.input, encoding="utf-8-sig") as lines:
-            predict_pairs(head, tokenizer, lines, args.input)
+            predict_pairs(head, tokenizer, task, lines, args.input)
     except UnicodeDecodeError as err:
         raise UserError(f"{args.input}: not UTF-8 text ({err.reason})") from None
     return 0

@@ -1,10 +1,11 @@
-"""Serve a fine-tuned BERT: a SavedModel that answers raw sentence pairs.
+"""Serve a fine-tuned BERT classifier: a SavedModel that answers raw sentence pairs.
 
 ``python -m nlp_tutorials.bert export-model --model-dir DIR --output OUT`` writes
 ``OUT/<version>/`` (TensorFlow Serving's layout) with three signatures:
 
 - ``serving_default``: ``sentence1``, ``sentence2`` (string [batch]) -> ``probability``
-  (float32 [batch], P(paraphrase)) and ``label`` (int32 [batch]). The sentences are tokenized
+  (float32 [batch]: with two labels the second's, P(paraphrase) for MRPC; with more, the
+  predicted label's) and ``label`` (int32 [batch], the arg-max). The sentences are tokenized
   inside the graph (:class:`GraphWordPiece`), laid out and truncated as ``predict`` does.
 - ``predict_ids``: ``input_ids``, ``token_type_ids``, ``attention_mask`` (int32
   [batch, step]) -> the same outputs. Plain TensorFlow ops only: any TensorFlow runtime serves it.
@@ -166,20 +167,28 @@ class PairClassifierModule(tf.Module):
                           if strings and isinstance(tokenizer, WordPieceTokenizer) else None)
 
     def classify(self, input_ids, token_type_ids):
-        """P(paraphrase) float32 [batch] and the label int32 [batch] (1 when P > 0.5)."""
+        """The label int32 [batch] (the arg-max) and a probability float32 [batch]: with two
+        labels the second label's (P(paraphrase) for MRPC), as ``predict`` prints it; with
+        more, the predicted label's."""
         logits = self.head({"input_ids": input_ids, "token_type_ids": token_type_ids},
-                           training=False)  # [batch, 2]
-        probability = tf.nn.softmax(tf.cast(logits, tf.float32))[:, 1]
-        return {"probability": probability, "label": tf.cast(probability > 0.5, tf.int32)}
+                           training=False)  # [batch, labels]
+        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))  # [batch, labels]
+        label = tf.argmax(probabilities, axis=-1, output_type=tf.int32)  # [batch]
+        if self.head.num_labels == 2:
+            probability = probabilities[:, 1]
+        else:
+            probability = tf.gather(probabilities, label, axis=1, batch_dims=1)
+        return {"probability": probability, "label": label}
 
     def predict_ids(self, input_ids, token_type_ids, attention_mask):
-        """Encoded pairs, int32 [batch, step] each -> P(paraphrase) and the label."""
+        """Encoded pairs, int32 [batch, step] each -> the label and a probability (see
+        :meth:`classify`)."""
         # The model reads padding from the [PAD] id: where the mask says padding, it is made so.
         input_ids = tf.where(attention_mask > 0, input_ids, self.model_pad_id)
         return self.classify(input_ids, token_type_ids)
 
     def serving_default(self, sentence1, sentence2):
-        """Raw sentence pairs, string [batch] each -> P(paraphrase) and the label."""
+        """Raw sentence pairs, string [batch] each -> the label and a probability."""
         ids, types = pack([self.tokenizer.ids(sentence1), self.tokenizer.ids(sentence2)],
                              self.max_len, **self.special_ids)
         return self.classify(ids, types)
@@ -223,10 +232,13 @@ def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
 
     target = Path(output) / str(version)
     refuse_existing(target, overwrite, "--output")
-    head, tokenizer = load_finetuned(model_dir)
-    if head.num_labels != 2:
-        raise UserError(f"{model_dir}: the head has {head.num_labels} label(s); expected the "
-                        f"2-way paraphrase classifier `finetune` writes")
+    head, tokenizer, task = load_finetuned(model_dir)
+    if task.shape != "sequence":
+        raise UserError(f"{model_dir}: a {task.shape} task's model ({task.title}); export-model "
+                        f"serves sequence classifiers only")
+    if head.num_labels < 2:
+        raise UserError(f"{model_dir}: a regression head (one output); export-model serves "
+                        f"classifiers of 2 or more labels")
     module = PairClassifierModule(head, tokenizer, strings=not ids_only)
     signatures = module.signatures()
     save_folder_atomic(target, lambda tmp: tf.saved_model.save(module, str(tmp),

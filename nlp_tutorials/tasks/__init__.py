@@ -1,2 +1,20 @@
 """Downstream tasks: each reads its files into examples, encodes them, names its head and
-scores predictions. MRPC is one task; the dates task trains the encoder-decoder."""
+scores predictions (the seam: :mod:`nlp_tutorials.tasks.base`). MRPC is one such task; the
+dates task trains the encoder-decoder.
+
+``TASKS`` maps each task's name (``finetune``'s ``task``) to its class: a new task is a module
+here and one line in it.
+"""
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.mrpc import MrpcTask
+
+TASKS = {"mrpc": MrpcTask}
+
+
+def get_task(name: str, **options) -> Task:
+    """The task called ``name``, built with ``options`` (``data_dir``, ``dev_size``,
+    ``labels``: see :class:`~nlp_tutorials.tasks.base.Task`)."""
+    if name not in TASKS:
+        raise UserError(f"unknown task {name!r}; expected one of {', '.join(sorted(TASKS))}")
+    return TASKS[name](**options)

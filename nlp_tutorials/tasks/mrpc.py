@@ -1,10 +1,16 @@
-"""MRPC (Dolan and Brockett, 2005): reading the paraphrase corpus shipped in ``data/MRPC``.
+"""MRPC (Dolan and Brockett, 2005): the paraphrase corpus shipped in ``data/MRPC``, and
+:class:`MrpcTask`, paraphrase detection as a sentence-pair classification task.
 """
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.metrics import accuracy, f1_score
+from nlp_tutorials.text.packing import encode_pairs, longest_pair_length
 
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "MRPC"
@@ -75,3 +81,63 @@ def load_mrpc(split: str, data_dir=None) -> list[Pair]:
 
 def _tabbed(fields) -> str:
     return repr("\t".join(fields))
+
+
+class MrpcTask(Task):
+    """Paraphrase detection: does the second sentence say what the first says?
+
+    A sentence pair in, one of two labels out, named as the corpus' Quality column writes them
+    ("0": not a paraphrase, "1": a paraphrase), so ``predict`` prints them back as the files
+    hold them. Scored by accuracy and F1 of the paraphrase class, as GLUE scores it. The files
+    hold train (4,076 pairs) and test (1,725); dev is the last ``dev_size`` train pairs (GLUE
+    holds out 408). Examples are :class:`Pair`.
+    """
+
+    name = "mrpc"
+    title = "MRPC"
+    shape = "sequence"
+    labels = ("0", "1")
+    files = ("train", "test")
+    metrics = (("accuracy", "accuracy"), ("f1", "F1"))
+
+    def read(self, split: str) -> list[Pair]:
+        return load_mrpc(split, self.data_dir)
+
+    def texts(self, examples) -> list[str]:
+        return [s for p in examples for s in (p.s1, p.s2)]
+
+    def longest(self, tokenizer, examples) -> int:
+        return longest_pair_length(tokenizer, examples)
+
+    def augment(self, examples) -> list[Pair]:
+        """The pairs, then each pair in the other order: a paraphrase either way."""
+        return list(examples) + [dataclasses.replace(p, s1=p.s2, s2=p.s1) for p in examples]
+
+    def encode(self, tokenizer, examples, max_len: int) -> dict:
+        """``input_ids``, ``token_type_ids`` [n, max_len] of ``[CLS] s1 [SEP] s2 [SEP]`` and
+        ``labels`` [n], int32 (see :func:`nlp_tutorials.text.packing.encode_pairs`)."""
+        return encode_pairs(tokenizer, examples, max_len)
+
+    def score(self, examples, predictions) -> dict:
+        """Accuracy, and F1 of the paraphrase class (label 1)."""
+        labels = np.array([p.label for p in examples])
+        predicted = np.array([p.label for p in predictions])
+        return {"accuracy": accuracy(labels, predicted), "f1": f1_score(labels, predicted)}
+
+    def parse_lines(self, lines, source: str):
+        """Pairs from TSV lines: ``s1<TAB>s2``, or MRPC rows (5 columns; header skipped).
+
+        Yields a :class:`Pair` per line (label 0, both ids the line number); a malformed line
+        raises UserError naming it, after the pairs before it have been yielded.
+        """
+        for number, line in enumerate(lines, start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip() or line.startswith("Quality\t"):
+                continue
+            fields = line.split("\t")
+            if len(fields) == len(HEADER):
+                fields = fields[3:]
+            if len(fields) != 2 or not all(f.strip() for f in fields):
+                raise UserError(f"{source}, line {number}: expected two tab-separated sentences "
+                                f"(or an MRPC row of 5 columns), got {len(fields)} field(s)")
+            yield Pair(0, str(number), str(number), fields[0], fields[1])

@@ -119,9 +119,11 @@ class FinetuneConfig:
     format) when set, else from the ``train`` checkpoint in ``model_dir``, else (``from_scratch``)
     it is freshly initialised. Pairs longer than ``max_len`` tokens (also capped by the model's
     ``max_position_embeddings``) are truncated longest-sentence-first. ``strategy``,
-    ``cpu_replicas`` and ``precision`` are as in :class:`TrainConfig`.
+    ``cpu_replicas`` and ``precision`` are as in :class:`TrainConfig`. ``task`` names the task
+    in ``nlp_tutorials.tasks.TASKS`` (saved with the model, so ``predict`` knows it).
     """
 
+    task: str = "mrpc"
     model_dir: str = "visual/models/bert"
     output_dir: str = "visual/models/bert_mrpc"
     from_scratch: bool = False

@@ -1,23 +1,26 @@
-"""Fine-tune BERT on MRPC paraphrase detection, and predict with the result.
+"""Fine-tune BERT on a task (MRPC paraphrase detection by default), and predict with the result.
 
-The recipe (BERT paper, section 4.1): the pooled ``[CLS]`` vector feeds a 2-way classifier
-(:class:`~nlp_tutorials.heads.SequenceClassifier`); the whole network trains with AdamW, linear
-warm-up over 10% of the steps, then linear decay. MRPC has no official dev split in the original
-files, so the last ``dev_size`` (default 408, GLUE's dev size) train pairs are held out: the epoch
-with the best dev accuracy is kept, and only that model is scored on the test split. With
-``dev_size`` 0 every train pair trains and the last epoch is kept: the usual second stage once
-a recipe (its number of epochs above all) has been chosen on dev.
+The recipe (BERT paper, section 4.1): the task's head (for MRPC the pooled ``[CLS]`` vector
+feeding a 2-way :class:`~nlp_tutorials.heads.SequenceClassifier`) trains with the whole network,
+AdamW, linear warm-up over 10% of the steps, then linear decay. The task
+(:mod:`nlp_tutorials.tasks`) reads, encodes, builds the head and scores; this module only runs
+the model. MRPC has no official dev split in the original files, so the last ``dev_size``
+(default 408, GLUE's dev size) train pairs are held out: the epoch with the best dev accuracy is
+kept, and only that model is scored on the test split. With ``dev_size`` 0 every train pair
+trains and the last epoch is kept: the usual second stage once a recipe (its number of epochs
+above all) has been chosen on dev.
 
 ``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.pretrained`).
 
-Files in ``output_dir``: ``model.keras`` (head + backbone), ``vocab.txt`` +
-``tokenizer_config.json``, ``results.json``.
+Files in ``output_dir``: ``model.keras`` (head + backbone), ``task.json`` (the task's name and
+label names), ``vocab.txt`` + ``tokenizer_config.json``, ``results.json``.
 """
 import dataclasses
 import functools
 import json
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -26,25 +29,31 @@ import tensorflow as tf
 from nlp_tutorials.training import distribute
 from nlp_tutorials.training.checkpoints import build_model, latest_checkpoint, restore_model
 from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
-from nlp_tutorials.text.packing import encode_pairs, longest_pair_length, trim_padding
-from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.text.packing import trim_padding
+from nlp_tutorials.tasks import get_task
+from nlp_tutorials.tasks.base import HEAD_CLASSES, Task, softmax
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import save_atomic, write_text_atomic
-from nlp_tutorials.models.heads import SequenceClassifier
-from nlp_tutorials.tasks.metrics import accuracy, f1_score, mean_std
+from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
+from nlp_tutorials.models import heads
+from nlp_tutorials.models.masks import MASK_VALUE
+from nlp_tutorials.tasks.metrics import mean_std
 from nlp_tutorials.training.optimization import make_optimizer
-from nlp_tutorials.text.tokenization import WordTokenizer, load_tokenizer
+from nlp_tutorials.text.tokenization import Tokenizer, WordTokenizer, load_tokenizer
 
 MODEL_FILE = "model.keras"
 RESULTS_FILE = "results.json"
+TASK_FILE = "task.json"
+
+# Heads with one output per token: their batches, trimmed to different lengths, are padded back.
+PER_POSITION_HEADS = (heads.TokenClassifier, heads.SpanExtractor)
 
 
-def split_train_dev(pairs, dev_size: int):
-    """(train, dev): the last ``dev_size`` pairs are dev, as GLUE's 3,668 / 408 split; with
-    ``dev_size`` 0, every pair trains and dev is empty."""
-    if not 0 <= dev_size < len(pairs):
-        raise UserError(f"--dev-size {dev_size}: expected 0 to {len(pairs) - 1}")
-    return pairs[:len(pairs) - dev_size], pairs[len(pairs) - dev_size:]
+class Finetuned(NamedTuple):
+    """What :func:`load_finetuned` reads back: the head, its tokenizer and its task (built with
+    the label names saved beside the model)."""
+    head: heads.Head
+    tokenizer: Tokenizer
+    task: Task
 
 
 def backbone_and_tokenizer(config: FinetuneConfig):
@@ -52,7 +61,7 @@ def backbone_and_tokenizer(config: FinetuneConfig):
 
     A real pretrained BERT from ``init_from`` (with its own WordPiece vocabulary), else the
     checkpoint ``train`` left in ``model_dir``, else (``from_scratch``) a fresh model of the
-    default pre-training size.
+    default pre-training size, its word vocabulary learnt from the task's train file.
     """
     if config.init_from:
         from nlp_tutorials.models.bert import BERT
@@ -63,21 +72,12 @@ def backbone_and_tokenizer(config: FinetuneConfig):
             raise UserError(f"{config.model_dir}: no pre-trained checkpoint; run `python -m "
                             f"nlp_tutorials.bert train` first, or pass --from-scratch")
         return restore_model(config.model_dir)
-    train = load_mrpc("train")
-    tokenizer = WordTokenizer.build([s for p in train for s in (p.s1, p.s2)])
+    task = get_task(config.task)
+    train = task.read("train")  # the whole file: dev examples' words are known, not their labels
+    tokenizer = WordTokenizer.build(task.texts(train))
     model_config = TrainConfig().model_config(tokenizer.vocab_size,
-                                              longest_pair_length(tokenizer, train))
+                                              task.longest(tokenizer, train))
     return build_model(model_config, config.seed), tokenizer
-
-
-def encode(tokenizer, pairs, max_len: int, swap: bool = False) -> dict:
-    """Encoded pairs; with ``swap`` also each pair in the other order (a paraphrase either way)."""
-    arrays = encode_pairs(tokenizer, pairs, max_len)
-    if not swap:
-        return arrays
-    swapped = encode_pairs(tokenizer, [dataclasses.replace(p, s1=p.s2, s2=p.s1) for p in pairs],
-                           max_len)
-    return {k: np.concatenate([arrays[k], swapped[k]]) for k in arrays}
 
 
 def length_grouped_order(lengths, batch_size: int, rng, window: int = 32) -> np.ndarray:
@@ -98,64 +98,91 @@ def length_grouped_order(lengths, batch_size: int, rng, window: int = 32) -> np.
     return np.concatenate([full[i] for i in rng.permutation(len(full))] + partial)
 
 
-def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = False):
-    """A tf.data pipeline of dict batches trimmed to their longest pair.
+def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = False,
+            pad_id: int = 0):
+    """A tf.data pipeline of dict batches trimmed to their longest example.
 
     Given ``rng`` the order is random and length-grouped (:func:`length_grouped_order`), else
-    the pairs keep their order.
+    the examples keep their order. ``pad_id``: the ``[PAD]`` id (the tokenizer's, or the
+    model config's ``pad_token_id``). The arrays shaped as ``input_ids`` hold one value per
+    token (ids, segments, a token task's tags) and are trimmed with it.
     """
+    ids = arrays["input_ids"]  # [n, max_len], or [n, choices, max_len]
     if rng is None:
         order = slice(None)
     else:
-        lengths = np.count_nonzero(arrays["input_ids"], axis=1)  # [PAD] is 0
+        lengths = np.count_nonzero(ids != pad_id, axis=-1).reshape(len(ids), -1).max(axis=1)
         order = length_grouped_order(lengths, batch_size, rng)
+    per_token = tuple(name for name, value in arrays.items() if value.shape == ids.shape)
     data = tf.data.Dataset.from_tensor_slices({k: v[order] for k, v in arrays.items()})
-    return (data.batch(batch_size, drop_remainder=drop_remainder).map(trim_padding)
+    trim = functools.partial(trim_padding, pad_id=pad_id, per_token=per_token)
+    return (data.batch(batch_size, drop_remainder=drop_remainder).map(trim)
             .prefetch(tf.data.AUTOTUNE))
 
 
 @functools.lru_cache(maxsize=4)
-def _paraphrase_forward(head, masked: bool = False):
+def _logits_function(head, masked: bool = False):
     """One traced inference function per head (and with or without a head mask), so repeated
-    evaluations do not retrace."""
-    signature = {name: tf.TensorSpec([None, None], tf.int32)
-                 for name in ("input_ids", "token_type_ids")}
+    evaluations do not retrace. It returns the head's logits (a tensor, or a dict of them for
+    spans) as float32: under mixed precision they may be float16."""
+    ids = tf.TensorSpec([None] * len(head.dummy_shape), tf.int32)  # [batch, (choices,) step]
+    signature = {"input_ids": ids, "token_type_ids": ids}
     if masked:
         config = head.backbone.config
         signature["head_mask"] = tf.TensorSpec(
             [config.num_hidden_layers, config.num_attention_heads], tf.float32)
-    # Logits may be float16 under mixed precision; the probabilities are float32.
     return tf.function(
-        lambda b: tf.nn.softmax(tf.cast(head(b, training=False), tf.float32))[:, 1],
+        lambda b: tf.nest.map_structure(lambda x: tf.cast(x, tf.float32), head(b, training=False)),
         input_signature=[signature])
 
 
-def paraphrase_probabilities(head, arrays: dict, batch_size: int = 64,
-                             head_mask=None) -> np.ndarray:
-    """P(paraphrase) for every encoded pair: [n] float32; ``head_mask`` [layers, heads] is
+def predict_batches(head, arrays: dict, batch_size: int = 64, head_mask=None):
+    """The head's logits on ``arrays``, batch by batch in order: numpy float32 (a dict of them
+    for spans), each batch trimmed to its longest example. ``head_mask`` [layers, heads] is
     passed to the backbone when given."""
-    forward = _paraphrase_forward(head, head_mask is not None)
+    forward = _logits_function(head, head_mask is not None)
     inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids")}
-    inputs["labels"] = np.zeros(len(arrays["input_ids"]), np.int32)
     extra = {} if head_mask is None else {"head_mask": tf.constant(head_mask, tf.float32)}
-    return np.concatenate([
-        forward({**{k: b[k] for k in ("input_ids", "token_type_ids")}, **extra}).numpy()
-        for b in batches(inputs, batch_size)])
+    for batch in batches(inputs, batch_size, pad_id=head.backbone.config.pad_token_id):
+        yield tf.nest.map_structure(lambda x: x.numpy(), forward({**batch, **extra}))
 
 
-def scores(head, arrays, head_mask=None) -> dict:
-    """Accuracy and F1 of ``head`` on encoded pairs (under ``head_mask`` when given)."""
-    predictions = (paraphrase_probabilities(head, arrays, head_mask=head_mask) > 0.5).astype(
-        np.int32)
-    return {"accuracy": accuracy(arrays["labels"], predictions),
-            "f1": f1_score(arrays["labels"], predictions)}
+def head_outputs(head, arrays: dict, batch_size: int = 64, head_mask=None):
+    """The head's logits for every row of ``arrays``, in order (see :func:`predict_batches`).
+
+    Outputs with one value per token (token tagging, spans) are padded back to the arrays'
+    ``max_len`` with ``MASK_VALUE``, so batches trimmed to different lengths stack.
+    """
+    max_len = arrays["input_ids"].shape[-1]
+
+    def full_length(x):  # [batch, step, ...] -> [batch, max_len, ...]
+        widths = [(0, 0), (0, max_len - x.shape[1])] + [(0, 0)] * (x.ndim - 2)
+        return np.pad(x, widths, constant_values=MASK_VALUE)
+
+    stretch = full_length if isinstance(head, PER_POSITION_HEADS) else (lambda x: x)
+    parts = list(predict_batches(head, arrays, batch_size, head_mask))
+    return tf.nest.map_structure(lambda *xs: np.concatenate([stretch(x) for x in xs]), *parts)
+
+
+def class_probabilities(head, arrays: dict, batch_size: int = 64, head_mask=None) -> np.ndarray:
+    """The softmax of a classifier's logits for every row: [n, labels] float32 (for MRPC,
+    column 1 is P(paraphrase))."""
+    return softmax(head_outputs(head, arrays, batch_size, head_mask))
+
+
+def evaluate(head, task: Task, examples, arrays: dict, head_mask=None) -> dict:
+    """The task's scores of ``head`` on ``examples`` (encoded as ``arrays``), under
+    ``head_mask`` when given."""
+    outputs = head_outputs(head, arrays, head_mask=head_mask)
+    return task.score(examples, task.predictions(outputs, arrays, examples))
 
 
 def train_epoch(head, train: dict, batch_size: int, rng, strategy, step_fn=None):
     """One pass over the encoded ``train`` pairs in random length-grouped batches (the last
     partial one dropped). ``step_fn``: the compiled step of an earlier epoch, or None to compile
     it from the first batch. Returns (the last step's metrics, the compiled step)."""
-    for batch in batches(train, batch_size, rng, drop_remainder=True):
+    for batch in batches(train, batch_size, rng, drop_remainder=True,
+                         pad_id=head.backbone.config.pad_token_id):
         step_fn = step_fn or distribute.compiled_step(strategy, head, batch)
         metrics = step_fn(batch)
     return metrics, step_fn
@@ -164,23 +191,29 @@ def train_epoch(head, train: dict, batch_size: int, rng, strategy, step_fn=None)
 def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores).
 
-    The epoch with the best dev accuracy is kept; without dev pairs (``dev_size`` 0) the last
-    epoch is, and the dev scores are None. The head trains under ``strategy`` (its variables
-    live on every replica); scoring runs on one device.
+    The epoch with the best dev score (the task's first metric: accuracy for MRPC) is kept;
+    without dev examples (``dev_size`` 0) the last epoch is, and the dev scores are None. The
+    head trains under ``strategy`` (its variables live on every replica); scoring runs on one
+    device.
     """
+    task = get_task(config.task, dev_size=config.dev_size)
     with strategy.scope():
         backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed))
     max_len = min(config.max_len, backbone.config.max_position_embeddings)
-    train_pairs, dev_pairs = split_train_dev(load_mrpc("train"), config.dev_size)
-    train = encode(tokenizer, train_pairs, max_len, swap=config.swap_augment)
-    dev = encode(tokenizer, dev_pairs, max_len) if dev_pairs else None
-    test = encode(tokenizer, load_mrpc("test"), max_len)
+    train_pairs, dev_pairs, test_pairs = (task.examples(s) for s in ("train", "dev", "test"))
+    train = task.encode(tokenizer, task.augment(train_pairs) if config.swap_augment
+                        else train_pairs, max_len)
+    dev = task.encode(tokenizer, dev_pairs, max_len) if dev_pairs else None
+    test = task.encode(tokenizer, test_pairs, max_len)
     keras.utils.set_random_seed(seed)
-    steps_per_epoch = len(train["labels"]) // config.batch_size
+    steps_per_epoch = len(train["input_ids"]) // config.batch_size
+    # --pooling chooses how a sequence classifier summarises; the other heads have no choice.
+    options = {"pooling": config.pooling} if task.shape == "sequence" else {}
     with strategy.scope():
-        head = SequenceClassifier(backbone, num_labels=2, pooling=config.pooling)
+        head = task.build_head(backbone, **options)
         head.compile(optimizer=make_optimizer(config.learning_rate,
                                               config.epochs * steps_per_epoch))
+    metric, metric_name = task.metrics[0]
     rng = np.random.default_rng(seed)
     step_fn = None
     best = (-1.0, None, None)
@@ -190,11 +223,10 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
         if dev is None:
             printer(report)
             continue
-        dev_scores = scores(head, dev)
-        printer(f"{report}, dev accuracy {dev_scores['accuracy']:.3f} "
-                f"F1 {dev_scores['f1']:.3f}")
-        if dev_scores["accuracy"] > best[0]:
-            best = (dev_scores["accuracy"], [w.numpy() for w in head.weights], dev_scores)
+        dev_scores = evaluate(head, task, dev_pairs, dev)
+        printer(f"{report}, dev {task.describe(dev_scores)}")
+        if dev_scores[metric] > best[0]:
+            best = (dev_scores[metric], [w.numpy() for w in head.weights], dev_scores)
     if dev is not None:
         for weight, value in zip(head.weights, best[1]):
             weight.assign(value)
@@ -203,16 +235,16 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
     # which only prediction reads: the file is a third of the size.
     head.optimizer = None
     step_fn = None
-    test_scores = scores(head, test)
-    kept = "last epoch (no dev pairs)" if dev is None else f"best dev accuracy {best[0]:.3f}"
-    printer(f"seed {seed}: {kept}; test accuracy {test_scores['accuracy']:.3f} "
-            f"F1 {test_scores['f1']:.3f}")
+    test_scores = evaluate(head, task, test_pairs, test)
+    kept = ("last epoch (no dev pairs)" if dev is None
+            else f"best dev {metric_name} {best[0]:.3f}")
+    printer(f"seed {seed}: {kept}; test {task.describe(test_scores)}")
     return head, tokenizer, best[2], test_scores
 
 
 def finetune(config: FinetuneConfig, printer=print) -> dict:
-    """Fine-tune with ``seeds`` seeds; save the best-on-dev head (the first seed's without dev
-    pairs); return the test summary.
+    """Fine-tune on ``config.task`` with ``seeds`` seeds; save the best-on-dev head (the first
+    seed's without dev examples) with its tokenizer and task; return the test summary.
 
     Under ``--strategy multiworker`` the workers other than the chief write into a sub-folder
     of ``output_dir`` (see :func:`nlp_tutorials.distribute.worker_dir`).
@@ -221,21 +253,22 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
+    task = get_task(config.task)
+    metric = task.metrics[0][0]
     runs = []
     kept = None
     for seed in range(config.seed, config.seed + config.seeds):
         head, tokenizer, dev, test = finetune_once(config, seed, strategy, printer)
         runs.append({"seed": seed, "dev": dev, "test": test})
-        dev_accuracy = -1.0 if dev is None else dev["accuracy"]
-        if kept is None or dev_accuracy > kept[2]:
-            kept = (head, tokenizer, dev_accuracy)
-    summary = {name: mean_std([run["test"][name] for run in runs]) for name in ("accuracy", "f1")}
-    printer(f"MRPC test over {len(runs)} seed(s): accuracy {100 * summary['accuracy'][0]:.1f} "
-            f"± {100 * summary['accuracy'][1]:.1f}%, F1 {100 * summary['f1'][0]:.1f} "
-            f"± {100 * summary['f1'][1]:.1f}")
+        dev_score = -1.0 if dev is None else dev[metric]
+        if kept is None or dev_score > kept[2]:
+            kept = (head, tokenizer, dev_score)
+    summary = {name: mean_std([run["test"][name] for run in runs]) for name, _ in task.metrics}
+    printer(f"{task.title} test over {len(runs)} seed(s): {task.describe_mean_std(summary)}")
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
+    save_task(output_dir, task)
     save_results(output_dir, config, runs, summary)
     printer(f"fine-tuned model written to {output_dir / MODEL_FILE}")
     return {"runs": runs, "test_mean_std": summary}
@@ -256,14 +289,38 @@ def save_head(head, output_dir: Path) -> Path:
     return save_atomic(Path(output_dir) / MODEL_FILE, head.save)
 
 
-def load_finetuned(output_dir):
-    """(head, tokenizer) written by :func:`finetune`.
+def save_task(output_dir, task: Task) -> Path:
+    """Write ``task.json`` beside the model: the task's name and label names, so that
+    :func:`load_finetuned` rebuilds the task and ``predict`` prints the labels by name."""
+    path = Path(output_dir) / TASK_FILE
+    write_text_atomic(path, json.dumps({"task": task.name, "labels": list(task.labels)},
+                                       indent=2) + "\n")
+    return path
+
+
+def load_task(output_dir) -> Task:
+    """The task saved beside a fine-tuned model by :func:`save_task`; a model saved without
+    ``task.json`` (before tasks were saved) is the default task's, MRPC."""
+    path = Path(output_dir) / TASK_FILE
+    if not path.is_file():
+        return get_task(FinetuneConfig.task)
+    saved = read_json_object(path)
+    labels = saved.get("labels")
+    if not isinstance(saved.get("task"), str) or not (
+            isinstance(labels, list) and all(isinstance(label, str) for label in labels)):
+        raise UserError(f"{path}: expected {{\"task\": name, \"labels\": [label names]}}, as "
+                        f"`finetune` writes it")
+    return get_task(saved["task"], labels=labels)
+
+
+def load_finetuned(output_dir) -> Finetuned:
+    """(head, tokenizer, task) written by :func:`finetune`.
 
     ``model.keras`` is loaded with Keras' ``safe_mode`` on, always: a ``.keras`` file is a
     zip of a JSON config and HDF5 weights, and safe mode refuses the one part that would be
     code (a ``Lambda`` layer's Python bytecode) and lookup tables read from other files.
-    Whatever Keras refuses or cannot read, or a model other than a
-    :class:`SequenceClassifier`, is one line.
+    Whatever Keras refuses or cannot read, or a model other than the head the task needs
+    (with as many labels as the task has), is one line.
     """
     path = Path(output_dir) / MODEL_FILE
     if not path.is_file():
@@ -272,6 +329,7 @@ def load_finetuned(output_dir):
     if not zipfile.is_zipfile(path):  # Keras would call it "File not found"
         raise UserError(f"{path}: damaged or not a .keras file (not a whole zip archive); "
                         f"fine-tune again, or copy the file back whole")
+    task = load_task(output_dir)
     import nlp_tutorials.models.bert  # noqa: F401  (registers BERT and GPT with Keras for loading)
 
     try:
@@ -281,57 +339,43 @@ def load_finetuned(output_dir):
         reason = " ".join(str(err).split()).split(". ")[0][:200]
         raise UserError(f"{path}: not a model `finetune` wrote ({type(err).__name__}: "
                         f"{reason})") from None
-    if not isinstance(head, SequenceClassifier):
-        raise UserError(f"{path}: holds a {type(head).__name__}; expected the "
-                        f"SequenceClassifier `python -m nlp_tutorials.bert finetune` writes")
-    return head, load_tokenizer(output_dir)
+    wanted = HEAD_CLASSES[task.shape]
+    if not isinstance(head, getattr(heads, wanted)):
+        raise UserError(f"{path}: holds a {type(head).__name__}; expected the {wanted} "
+                        f"`python -m nlp_tutorials.bert finetune` writes for {task.title}")
+    if getattr(head, "num_labels", task.num_labels) != task.num_labels:
+        raise UserError(f"{path}: the head has {head.num_labels} label(s); {task.title} has "
+                        f"{task.num_labels} ({', '.join(task.labels)})")
+    return Finetuned(head, load_tokenizer(output_dir), task)
 
 
-def parse_pair_lines(lines, source: str):
-    """Sentence pairs from TSV lines: ``s1<TAB>s2``, or MRPC rows (5 columns; header skipped).
+def predict(head, tokenizer, task: Task, lines, source: str, printer=print,
+            chunk: int = 64) -> int:
+    """Print one line per example read from ``lines`` (the task parses them and writes the
+    prediction: for MRPC ``label<TAB>P(paraphrase)<TAB>s1<TAB>s2``); returns the examples
+    predicted.
 
-    Yields (line number, s1, s2); a malformed line raises UserError naming it, after the pairs
-    before it have been yielded.
+    Examples are predicted in chunks as they are read, so an error on a late line comes after
+    every earlier example's answer has been printed.
     """
-    for number, line in enumerate(lines, start=1):
-        line = line.rstrip("\r\n")
-        if not line.strip() or line.startswith("Quality\t"):
-            continue
-        fields = line.split("\t")
-        if len(fields) == 5:
-            fields = fields[3:]
-        if len(fields) != 2 or not all(f.strip() for f in fields):
-            raise UserError(f"{source}, line {number}: expected two tab-separated sentences "
-                            f"(or an MRPC row of 5 columns), got {len(fields)} field(s)")
-        yield number, fields[0], fields[1]
-
-
-def predict(head, tokenizer, lines, source: str, printer=print, chunk: int = 64) -> int:
-    """Print ``label<TAB>P(paraphrase)<TAB>s1<TAB>s2`` per pair; returns the pairs predicted.
-
-    Pairs are predicted in chunks as they are read, so an error on a late line comes after
-    every earlier pair's answer has been printed.
-    """
-    from nlp_tutorials.tasks.mrpc import Pair
-
     max_len = head.backbone.config.max_position_embeddings
     pending, done = [], 0
 
     def flush():
         nonlocal done
         if pending:
-            arrays = encode_pairs(tokenizer, pending, max_len)
-            for pair, p in zip(pending, paraphrase_probabilities(head, arrays)):
-                printer(f"{int(p > 0.5)}\t{p:.3f}\t{pair.s1}\t{pair.s2}")
+            arrays = task.encode(tokenizer, pending, max_len)
+            predictions = task.predictions(head_outputs(head, arrays), arrays, pending)
+            for example, prediction in zip(pending, predictions):
+                printer(task.format_prediction(example, prediction))
             done += len(pending)
             pending.clear()
 
     try:
-        for number, s1, s2 in parse_pair_lines(lines, source):
-            pending.append(Pair(0, str(number), str(number), s1, s2))
+        for example in task.parse_lines(lines, source):
+            pending.append(example)
             if len(pending) == chunk:
                 flush()
     finally:
         flush()
     return done
-

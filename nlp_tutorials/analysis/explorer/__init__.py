@@ -232,7 +232,7 @@ def run_model(model_name: str, model_dir, n: int) -> dict:
     if (Path(model_dir) / MODEL_FILE).is_file():
         from nlp_tutorials.training.finetuning import load_finetuned
 
-        classifier, tokenizer = load_finetuned(model_dir)
+        classifier, tokenizer, _ = load_finetuned(model_dir)
         return collect_attention(classifier.backbone, tokenizer, n)
     from nlp_tutorials.training.checkpoints import restore_model
 
