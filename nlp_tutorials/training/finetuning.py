@@ -98,8 +98,8 @@ def length_grouped_order(lengths, batch_size: int, rng, window: int = 32) -> np.
     return np.concatenate([full[i] for i in rng.permutation(len(full))] + partial)
 
 
-def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = False,
-            pad_id: int = 0):
+def batches(arrays: dict, batch_size: int, rng=None, drop_remainder: bool = False, *,
+            pad_id: int):
     """A tf.data pipeline of dict batches trimmed to their longest example.
 
     Given ``rng`` the order is random and length-grouped (:func:`length_grouped_order`), else
