@@ -249,11 +249,11 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     Under ``--strategy multiworker`` the workers other than the chief write into a sub-folder
     of ``output_dir`` (see :func:`nlp_tutorials.distribute.worker_dir`).
     """
+    task = get_task(config.task)  # an unknown name stops the run before anything starts
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
-    task = get_task(config.task)
     metric = task.metrics[0][0]
     runs = []
     kept = None
