@@ -227,6 +227,14 @@ def test_each_rule_is_the_same_line_from_python(model, argv, settings_class, key
     assert str(refused.value) == message
 
 
+def test_a_flag_given_at_its_default_still_needs_its_partner(calls, capsys):
+    # --head-learning-rate 0.001 is the default, but giving it without --init-from is a
+    # mistake all the same; in Python only a changed rate can be told from the default.
+    status, _, err = run_main(capsys, "bert", ["train", "--head-learning-rate", "0.001"])
+    assert status == 2 and "--head-learning-rate 0.001: only with --init-from" in err
+    assert TrainConfig(head_learning_rate=0.001).head_learning_rate == 0.001
+
+
 def test_rules_only_python_reaches():
     # The command line has no such flags (argparse refuses them): gpt has no --init-from,
     # and --corpus with --data is argparse's mutually exclusive group.

@@ -19,7 +19,7 @@ RESULTS = "visual/results"  # where pictures drawn after training go
 def train(config, options, given) -> int:
     """``train``: pre-train, then (unless --no-plots) export the model's attention and draw it.
 
-    ``given`` names the config's fields set by flags: ``--resume`` checks them against the
+    ``given`` names the settings set by flags: ``--resume`` checks the config's against the
     saved run. Ctrl-C saves a checkpoint and exits with status 130.
     """
     start_tensorflow()

@@ -71,9 +71,9 @@ class PlotSettings(Settings):
     input: str = setting(default_pickle("bert"), "pickle written by export")
     output_dir: str = setting("visual/results", "where PNGs go")
     case: int = setting(0, "which example to draw", kind=non_negative_int)
-    layer: int = setting(None, "layer of the line view", kind=non_negative_int,
+    layer: int | None = setting(None, "layer of the line view", kind=non_negative_int,
                          default_help="the last")
-    head: int = setting(None, "head of the line view", kind=non_negative_int, default_help="0")
+    head: int | None = setting(None, "head of the line view", kind=non_negative_int, default_help="0")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -85,14 +85,14 @@ class ExploreSettings(Settings):
                                  "(model.keras)", default_help="{model_dir}")
     input: str = setting("", "an attention pickle written by export, instead of running a "
                              "model", metavar="PICKLE")
-    n: int = setting(None, "{examples} to include", kind=positive_int,
+    n: int | None = setting(None, "{examples} to include", kind=positive_int,
                      default_help="8 when running a model, every one in --input")
     output: str = setting(explorer_page("bert"), "page to write")
     example: int = setting(0, "example shown first", kind=non_negative_int)
     layer: int = setting(0, "layer shown first", kind=non_negative_int)
     head: int = setting(0, "head shown first", kind=non_negative_int)
     view: str = setting("head", "view shown first", choices=("head", "model", "neuron"))
-    importance: str = setting(None, "head_importance.json (from `bert heads`) to show in the "
+    importance: str | None = setting(None, "head_importance.json (from `bert heads`) to show in the "
                                     "model view", metavar="JSON",
                               default_help="the one beside the model or pickle, if there is one")
 
@@ -154,10 +154,10 @@ class HeadsSettings(Settings):
                                  "each time")
     random_orders: int = setting(3, "random orders the study averages as its control",
                                  kind=positive_int)
-    prune: float = setting(None, "write a copy without this share of the heads, least "
+    prune: float | None = setting(None, "write a copy without this share of the heads, least "
                                  "important first, each layer keeping one (e.g. 0.4)",
                            kind=share, metavar="SHARE")
-    pruned_dir: str = setting(None, "where the pruned model goes",
+    pruned_dir: str | None = setting(None, "where the pruned model goes",
                               default_help="<model-dir>_pruned<percent>")
     recover_epochs: int = setting(0, "with --prune: fine-tune the pruned model again for this "
                                      "many passes over the MRPC train pairs at lr 2e-5",
@@ -192,9 +192,9 @@ class GenerateSettings(Settings):
                                       "first", kind=positive_int)
     sample: bool = setting(False, "draw each token at random from the model's distribution "
                                   "instead of taking the most likely one (greedy, the default)")
-    top_k: int = setting(None, "with --sample: draw only from the k most likely tokens",
+    top_k: int | None = setting(None, "with --sample: draw only from the k most likely tokens",
                          kind=positive_int, default_help="all")
-    temperature: float = setting(None, "with --sample: divide the logits by this; < 1 is more "
+    temperature: float | None = setting(None, "with --sample: divide the logits by this; < 1 is more "
                                        "conservative, > 1 more adventurous",
                                  kind=positive_float, default_help="1.0")
     seed: int = setting(0, "seed of --sample", kind=non_negative_int)

@@ -14,7 +14,12 @@ from pathlib import Path
 
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.training.distribute import PRECISIONS, STRATEGIES
+from nlp_tutorials.training.distribute import (
+    PRECISIONS,
+    STRATEGIES,
+    check_flags,
+    parse_tf_config,
+)
 
 
 # --- kinds of value: text from the command line -> a checked value ---
@@ -69,6 +74,10 @@ def setting(default=dataclasses.MISSING, help: str = "", **flag):
     is the flag's help, to which the default is added; ``flag`` holds :class:`Flag`'s other
     fields. ``help`` and ``default_help`` may name the model family's words in braces:
     ``{examples}`` ("MRPC test pairs", "held-out dates"), ``{model_dir}``.
+
+    Example: ``steps: int = setting(1000, "optimisation steps", kind=positive_int)`` is the
+    flag ``--steps STEPS``, helped as "optimisation steps (default 1000)", refusing
+    ``--steps 0`` with "expected a positive integer, got 0".
     """
     return dataclasses.field(default=default, metadata={FLAG: Flag(help, **flag)})
 
@@ -227,7 +236,7 @@ class TrainConfig(Settings):
         (training.pretraining.extend_run).
         """
         _check_heads(self.dim, self.heads)
-        _check_cpu_replicas(self.strategy, self.cpu_replicas)
+        check_flags(self.strategy, self.cpu_replicas)
         if self.corpus and self.data:
             raise UserError("--corpus and --data exclude each other: --corpus reads text as it "
                             "trains, --data the shards `prepare` made from it; pass one")
@@ -310,7 +319,7 @@ class FinetuneConfig(Settings):
         """Refuse settings that cannot work together, in the words of the command's flags."""
         if self.init_from and self.from_scratch:
             raise UserError("--init-from and --from-scratch exclude each other; pass one")
-        _check_cpu_replicas(self.strategy, self.cpu_replicas)
+        check_flags(self.strategy, self.cpu_replicas)
 
     def check_inputs(self) -> None:
         """The pretrained folder and TF_CONFIG are usable."""
@@ -383,17 +392,9 @@ def _check_heads(dim: int, heads: int) -> None:
         raise UserError(f"--dim {dim} is not divisible by --heads {heads}")
 
 
-def _check_cpu_replicas(strategy: str, cpu_replicas: int) -> None:
-    from nlp_tutorials.training.distribute import check_flags
-
-    check_flags(strategy, cpu_replicas)
-
-
 def _check_cluster(strategy: str) -> None:
     """--strategy multiworker needs a usable TF_CONFIG (read before TensorFlow starts)."""
     if strategy == "multiworker":
-        from nlp_tutorials.training.distribute import parse_tf_config
-
         parse_tf_config()
 
 
