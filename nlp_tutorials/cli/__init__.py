@@ -10,10 +10,11 @@ saves a checkpoint and exits with status 130.
 """
 import sys
 
-from nlp_tutorials.cli.commands import FAMILIES, Family
+from nlp_tutorials.cli.commands import FAMILIES, train_defaults
 from nlp_tutorials.cli.flags import OneLineParser
-from nlp_tutorials.cli.settings import trained_dir
 from nlp_tutorials.system.errors import UserError
+
+__all__ = ["build_parser", "build_transformer_parser", "main", "train_defaults"]
 
 
 def build_parser(model_name: str) -> OneLineParser:
@@ -35,24 +36,17 @@ def build_transformer_parser() -> OneLineParser:
     return build_parser("transformer")
 
 
-def train_defaults(model_name: str) -> dict:
-    """The TrainConfig fields ``python -m nlp_tutorials.<model_name> train`` sets itself."""
-    return {"model_type": model_name, "model_dir": trained_dir(model_name)}
-
-
 def main(model_name: str, argv=None) -> int:
     """Run one command of ``python -m nlp_tutorials.<model_name>``; returns the exit status.
 
     A UserError is printed as one line, ``<prog> <command>: error: <message>``, status 2.
     """
-    family: Family = FAMILIES[model_name]
+    family = FAMILIES[model_name]
     parser = build_parser(model_name)
     args = parser.parse_args(argv)
     command = family.command(args.command)
     try:
-        settings, given = family.settings_from(command, args)
-        extra = {"given": given} if command.needs_given else {}
-        status = command.run(*settings, **extra)
+        status = command.start(*family.settings_from(command, args))
     except UserError as err:
         print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2

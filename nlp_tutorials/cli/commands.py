@@ -48,6 +48,10 @@ class Command:
     defaults: dict = dataclasses.field(default_factory=dict)
     needs_given: bool = False  # train --resume compares the flags given with the saved run
 
+    def start(self, settings: tuple, given: set):
+        """Run the command with its built ``settings``; returns the run's exit status."""
+        return self.run(*settings, given=given) if self.needs_given else self.run(*settings)
+
 
 @dataclasses.dataclass(frozen=True)
 class Family:
@@ -95,12 +99,16 @@ def attention_commands(model_name: str) -> tuple:
                     {"model_type": model_name, "output": explorer_page(model_name)}))
 
 
+def train_defaults(model_name: str) -> dict:
+    """The TrainConfig fields ``python -m nlp_tutorials.<model_name> train`` sets itself."""
+    return {"model_type": model_name, "model_dir": trained_dir(model_name)}
+
+
 def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
     """``bert`` or ``gpt``: pre-train on MRPC (or a corpus), look at the attention, and more."""
     commands = (
         Command("train", f"pre-train {model_name.upper()} on MRPC train",
-                (TrainConfig, PretrainOptions), runs.train,
-                {"model_type": model_name, "model_dir": trained_dir(model_name)},
+                (TrainConfig, PretrainOptions), runs.train, train_defaults(model_name),
                 needs_given=True),
         export_command(model_name, "MRPC test pairs", runs.export),
         *attention_commands(model_name),
