@@ -1,18 +1,131 @@
-"""The settings of each kind of run.
+"""The settings of each kind of run, each declared once.
 
 One run of each command: :class:`TrainConfig` (``bert|gpt train``), :class:`FinetuneConfig`
-(``bert finetune``) and :class:`DateTrainConfig` (``transformer train``). The command line
-builds each with :func:`config_from_args`. This module imports no TensorFlow.
+(``bert finetune``) and :class:`DateTrainConfig` (``transformer train``). A field declared with
+:func:`setting` is also a command-line flag: its default, help text and kind of value (a
+positive integer, a probability, one of some choices) are written once, here, and the command
+line (:mod:`nlp_tutorials.cli.flags`) makes the flag and its help from them. Rules between
+fields live in each class's ``check()``, which runs whenever a config is made, from flags or
+in Python. The command line builds each config with :func:`config_from_args`. This module
+imports no TensorFlow (nor argparse).
 """
 import dataclasses
 from pathlib import Path
 
-from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.training.distribute import (
+    PRECISIONS,
+    STRATEGIES,
+    check_flags,
+    parse_tf_config,
+)
+
+
+# --- kinds of value: text from the command line -> a checked value ---
+
+def value_kind(convert, expected: str, accepts):
+    """A parser of flag text: ``convert(text)``, refused unless ``accepts(value)``.
+
+    A refusal is a ValueError whose message names what was expected and what came, e.g.
+    "expected a positive integer, got 0" (the command line adds the flag's name).
+    """
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise ValueError(f"expected {expected}, got {text!r}") from None
+        if not accepts(value):
+            raise ValueError(f"expected {expected}, got {text}")
+        return value
+
+    return parse
+
+
+positive_int = value_kind(int, "a positive integer", lambda value: value >= 1)
+non_negative_int = value_kind(int, "a non-negative integer", lambda value: value >= 0)
+positive_float = value_kind(float, "a positive number", lambda value: value > 0)
+probability = value_kind(float, "a probability in [0, 1)", lambda value: 0 <= value < 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How a settings field appears on the command line (see :func:`setting`)."""
+
+    help: str
+    kind: object = None           # a parser such as positive_int; None: the text as it is
+    choices: tuple = None
+    spelling: str = None          # e.g. "--no-swap"; None: "--" + the field's name, dashed
+    metavar: str = None
+    default_help: str = None      # what the default means when its value would not say it
+    models: tuple = None          # the model families that have the flag; None: all
+    exclusive: str = None         # flags with the same group name exclude each other
+    positional: bool = False
+    many: bool = False            # a positional taking one or more values
+
+
+FLAG = "flag"  # the key of a field's Flag in its metadata
+
+
+def setting(default=dataclasses.MISSING, help: str = "", **flag):
+    """A dataclass field that is also a command-line flag.
+
+    ``default`` is the value when the flag is absent (none: the flag is required); ``help``
+    is the flag's help, to which the default is added; ``flag`` holds :class:`Flag`'s other
+    fields. ``help`` and ``default_help`` may name the model family's words in braces:
+    ``{examples}`` ("MRPC test pairs", "held-out dates"), ``{model_dir}``.
+
+    Example: ``steps: int = setting(1000, "optimisation steps", kind=positive_int)`` is the
+    flag ``--steps STEPS``, helped as "optimisation steps (default 1000)", refusing
+    ``--steps 0`` with "expected a positive integer, got 0".
+    """
+    return dataclasses.field(default=default, metadata={FLAG: Flag(help, **flag)})
+
+
+class Settings:
+    """What every settings dataclass shares: its rules are checked as soon as it is made."""
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self, given: frozenset = frozenset()) -> None:
+        """Refuse settings that cannot work together, in the words of the command's flags.
+
+        ``given`` names the fields set on the command line (empty when made in Python).
+        """
+
+    def check_inputs(self) -> None:
+        """Refuse settings naming a folder, file or environment variable that is not usable.
+
+        Run by :func:`config_from_args` before the command starts (and so before TensorFlow
+        loads); not on every construction, so a config may name a folder still to be made.
+        """
+
+
+# Where and how the step runs (docs/scaling.md): the same three settings for train and finetune.
+
+def strategy_setting():
+    return setting("default", "where the step runs: 'default' (one device), 'mirrored' (every "
+                              "local GPU, or --cpu-replicas logical CPUs), 'multiworker' (the "
+                              "cluster in TF_CONFIG), 'tpu'; --batch-size is the global batch, "
+                              "split across replicas", choices=STRATEGIES)
+
+
+def cpu_replicas_setting():
+    # 0: not given (mirrored uses the GPUs, or the CPU as one replica).
+    return setting(0, "with --strategy mirrored on a machine without GPUs: split the CPU into "
+                      "this many logical devices, one replica each", kind=positive_int,
+                   default_help="1")
+
+
+def precision_setting():
+    return setting("float32", "'float32', or Keras mixed precision: 'mixed_float16' (with loss "
+                              "scaling; GPUs) or 'mixed_bfloat16' (TPUs, recent GPUs and CPUs)",
+                   choices=PRECISIONS)
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainConfig(Settings):
     """One pre-training run. Sizes default to the tutorial's (256 / 4 layers / 4 heads).
 
     ``steps`` counts optimisation steps of ``batch_size`` sequences; the learning rate warms
@@ -22,34 +135,44 @@ class TrainConfig:
     ``strategy``, ``cpu_replicas`` and ``precision`` say where and how the step runs (see
     :mod:`nlp_tutorials.distribute`); ``batch_size`` is the global batch, split across replicas.
     ``steps`` of a run extended on resume is its new total; ``schedule_extensions`` says where
-    it was extended.
+    it was extended. Fields without a flag are set in Python (``model_type`` by the command).
     """
 
     model_type: str = "bert"
-    model_dir: str = "visual/models/bert"
-    steps: int = 1000
-    batch_size: int = 16
-    learning_rate: float = 5e-4
+    model_dir: str = setting("visual/models/bert", "where checkpoints, vocab and config go")
+    steps: int = setting(1000, "optimisation steps", kind=positive_int)
+    batch_size: int = setting(16, "sequences per step", kind=positive_int)
+    learning_rate: float = setting(5e-4, "peak AdamW learning rate, reached after 10% warm-up, "
+                                         "then decayed linearly to 0", kind=positive_float)
     warmup_fraction: float = 0.1
     weight_decay: float = 0.01
-    dim: int = 256
-    layers: int = 4
-    heads: int = 4
-    dropout: float = 0.1
-    max_len: int = 0
-    nsp_mode: str = "random"
-    tokenizer: str = "word"
-    vocab_size: int = 8000
-    whole_word_mask: bool = False
-    seed: int = 1
+    dim: int = setting(256, "model width", kind=positive_int)
+    layers: int = setting(4, "Transformer layers", kind=positive_int)
+    heads: int = setting(4, "attention heads; must divide --dim", kind=positive_int)
+    dropout: float = setting(0.1, "dropout rate", kind=probability)
+    # 0: the longest MRPC train pair (128 for a corpus; the shards' own with --data).
+    max_len: int = setting(0, "tokens per sequence", kind=positive_int,
+                           default_help="the longest MRPC train pair")
+    nsp_mode: str = setting("random", "next-sentence task: 'random' (BERT's IsNext/NotNext) or "
+                                      "'paraphrase' (the MRPC label)",
+                            choices=("random", "paraphrase"))
+    tokenizer: str = setting("word", "'word' (whole words) or 'wordpiece' (BERT's sub-words, a "
+                                     "vocabulary learned from MRPC train)",
+                             choices=("word", "wordpiece"))
+    vocab_size: int = setting(8000, "WordPiece vocabulary size, special tokens and characters "
+                                    "included", kind=positive_int)
+    whole_word_mask: bool = setting(False, "mask all pieces of a chosen word together (BERT's "
+                                           "whole-word masking)", models=("bert",))
+    seed: int = setting(1, "random seed", kind=non_negative_int)
     log_every: int = 50
-    sample_every: int = 250
-    checkpoint_every: int = 250
+    sample_every: int = setting(250, "steps between printed example predictions",
+                                kind=positive_int)
+    checkpoint_every: int = setting(250, "steps between checkpoints", kind=positive_int)
     keep_checkpoints: int = 3
-    jit: bool = False
-    strategy: str = "default"
-    cpu_replicas: int = 0  # 0: not given (mirrored uses the GPUs, or the CPU as one replica)
-    precision: str = "float32"
+    jit: bool = setting(False, "XLA-compile the training step")
+    strategy: str = strategy_setting()
+    cpu_replicas: int = cpu_replicas_setting()
+    precision: str = precision_setting()
     # No flag sets it: ``train --resume --steps N`` past the planned steps appends one
     # {"at_step", "from_steps", "to_steps", "rate_at_step"} record; the schedule of an extended
     # run is rebuilt from the first record's from_steps and every at_step and to_steps (see
@@ -58,14 +181,32 @@ class TrainConfig:
     # Pre-train on your own text instead of MRPC (docs/corpus.md): a corpus read as a stream
     # (its tokenizer learned from its first ``tokenizer_sample_mb`` MB), or the TFRecord
     # shards ``prepare`` wrote. Empty: MRPC.
-    corpus: str = ""
-    data: str = ""
-    tokenizer_sample_mb: int = 8
+    corpus: str = setting("", "pre-train on this text instead of MRPC: one sentence a line, a "
+                              "blank line between documents (google-research/bert's format), "
+                              "read as a stream; quote a glob, e.g. 'books/*.txt'",
+                          metavar="PATH_OR_GLOB", exclusive="text")
+    data: str = setting("", "pre-train on the TFRecord shards `prepare` wrote into DIR "
+                            "(tokenizer and max_len come from there)",
+                        metavar="DIR", exclusive="text")
+    tokenizer_sample_mb: int = setting(8, "with --corpus: learn the vocabulary from the "
+                                          "corpus' first this many MB", kind=positive_int)
     # Continued pre-training (nlp_tutorials.continued): a pretrained BERT folder to start from,
     # and the first steps that train only the pre-training heads.
-    init_from: str = ""
-    head_warmup_steps: int = 0
-    head_learning_rate: float = 1e-3
+    init_from: str = setting("", "continue pre-training a real BERT: a folder with "
+                                 "config.json, vocab.txt and model.safetensors (HuggingFace) "
+                                 "or bert_config.json, vocab.txt and bert_model.ckpt.* "
+                                 "(Google); the model's size and vocabulary come from it, and "
+                                 "the result is also written to <model-dir>/pretrained/ for "
+                                 "finetune --init-from",
+                             metavar="DIR", models=("bert",))
+    head_warmup_steps: int = setting(0, "with --init-from: the first N steps train only the "
+                                        "masked-LM and next-sentence heads, the encoder "
+                                        "frozen; BERT's schedule then starts over for the rest",
+                                     kind=non_negative_int, metavar="N", models=("bert",),
+                                     default_help="10% of --steps when the checkpoint has no "
+                                                  "pre-training heads, else 0")
+    head_learning_rate: float = setting(1e-3, "constant AdamW rate of the heads-only steps",
+                                        kind=positive_float, models=("bert",))
 
     # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
     # not one of them (a checkpoint resumes under any), but the precision is: float16's loss
@@ -84,35 +225,58 @@ class TrainConfig:
                            attention_probs_dropout_prob=self.dropout,
                            max_position_embeddings=max_len)
 
-    def check(self) -> None:
-        """Refuse settings that cannot work together, in the words of the command's flags."""
+    def check(self, given: frozenset = frozenset()) -> None:
+        """Refuse settings that cannot work together, in the words of the command's flags.
+
+        Rules that need the checkpoint or a file are checked where those are read:
+        ``--vocab-size`` only with wordpiece, the tokenizer flags and ``--max-len`` against
+        ``--data``'s shards (training.pretraining); the model flags, ``--max-len`` and the
+        settled ``--head-warmup-steps`` against ``--init-from``'s checkpoint
+        (training.continued); no ``--steps`` extension of a run with a heads-only warm-up
+        (training.pretraining.extend_run).
+        """
         _check_heads(self.dim, self.heads)
-        _check_placement(self.strategy, self.cpu_replicas)
-        _check_text_source(self)
-        _check_init_from(self.init_from, self.head_warmup_steps)
+        check_flags(self.strategy, self.cpu_replicas)
+        if self.corpus and self.data:
+            raise UserError("--corpus and --data exclude each other: --corpus reads text as it "
+                            "trains, --data the shards `prepare` made from it; pass one")
+        if (self.corpus or self.data) and self.nsp_mode != "random":
+            raise UserError(f"--nsp-mode {self.nsp_mode}: a corpus has no paraphrase labels; "
+                            f"with --corpus or --data only 'random' (IsNext/NotNext) applies")
+        self._check_continued(given)
 
+    def _check_continued(self, given: frozenset) -> None:
+        """The continued pre-training flags need --init-from, and --init-from needs BERT."""
+        if self.init_from and self.model_type != "bert":
+            raise UserError(f"--init-from {self.init_from}: only BERT starts from a pretrained "
+                            f"checkpoint")
+        if self.init_from:
+            return
+        if self.head_warmup_steps:
+            raise UserError(f"--head-warmup-steps {self.head_warmup_steps}: only with "
+                            f"--init-from (a model from scratch has no trained encoder to "
+                            f"protect)")
+        if "head_learning_rate" in given or self.head_learning_rate != _default(
+                self, "head_learning_rate"):
+            raise UserError(f"--head-learning-rate {self.head_learning_rate}: only with "
+                            f"--init-from (it is the rate of the heads-only warm-up steps)")
 
-def _check_text_source(config: TrainConfig) -> None:
-    """--corpus and --data exclude each other, and their pairs are BERT's random ones."""
-    if config.corpus and config.data:
-        raise UserError("--corpus and --data exclude each other: --corpus reads text as it "
-                        "trains, --data the shards `prepare` made from it; pass one")
-    if (config.corpus or config.data) and config.nsp_mode != "random":
-        raise UserError(f"--nsp-mode {config.nsp_mode}: a corpus has no paraphrase labels; "
-                        f"with --corpus or --data only 'random' (IsNext/NotNext) applies")
-    # Checked here, before TensorFlow loads, so a mistyped path answers at once.
-    if config.corpus:
-        from nlp_tutorials.sources.corpus import corpus_files
+    def check_inputs(self) -> None:
+        """The corpus, the shards' folder, the pretrained folder and TF_CONFIG are usable."""
+        if self.corpus:
+            from nlp_tutorials.sources.corpus import corpus_files
 
-        corpus_files(config.corpus)
-    if config.data:
-        from nlp_tutorials.sources.shards import read_description
+            corpus_files(self.corpus)
+        if self.data:
+            from nlp_tutorials.sources.shards import read_description
 
-        read_description(config.data)
+            read_description(self.data)
+        _check_pretrained_folder(self.init_from)
+        _check_cluster(self.strategy)
 
 
 @dataclasses.dataclass
-class FinetuneConfig:
+class FinetuneConfig(Settings):
     """One fine-tuning run on MRPC (defaults documented in the README).
 
     The backbone comes from ``init_from`` (a real pretrained BERT folder, HuggingFace or Google
@@ -124,50 +288,65 @@ class FinetuneConfig:
     """
 
     task: str = "mrpc"
-    model_dir: str = "visual/models/bert"
-    output_dir: str = "visual/models/bert_mrpc"
-    from_scratch: bool = False
-    init_from: str = ""
-    max_len: int = 128
-    epochs: int = 3
-    batch_size: int = 32
-    learning_rate: float = 1e-4
-    seed: int = 1
-    seeds: int = 1
-    dev_size: int = 408
-    swap_augment: bool = True
-    pooling: str = "cls"
-    strategy: str = "default"
-    cpu_replicas: int = 0
-    precision: str = "float32"
+    model_dir: str = setting("visual/models/bert", "pre-trained model from `train`")
+    from_scratch: bool = setting(False, "start from random weights instead")
+    init_from: str = setting("", "start from a real pretrained BERT instead: a folder with "
+                                 "config.json, vocab.txt and model.safetensors (HuggingFace) or "
+                                 "bert_config.json, vocab.txt and bert_model.ckpt.* (Google)",
+                             metavar="DIR")
+    max_len: int = setting(128, "tokens per pair, at most the model's positions; longer pairs "
+                                "are truncated, the longer sentence first", kind=positive_int)
+    output_dir: str = setting("visual/models/bert_mrpc", "where the fine-tuned model goes")
+    epochs: int = setting(3, "passes over the train pairs", kind=positive_int)
+    batch_size: int = setting(32, "pairs per step", kind=positive_int)
+    learning_rate: float = setting(1e-4, "peak AdamW rate, 10% warm-up then linear decay",
+                                   kind=positive_float)
+    seed: int = setting(1, "first seed", kind=non_negative_int)
+    seeds: int = setting(1, "number of seeds to run; the test result is reported as mean ± std",
+                         kind=positive_int)
+    dev_size: int = setting(408, "last train pairs held out to pick the best epoch; 0 trains "
+                                 "on every pair and keeps the last epoch",
+                            kind=non_negative_int)
+    swap_augment: bool = setting(True, "do not add each train pair in the other sentence order",
+                                 spelling="--no-swap")
+    pooling: str = setting("cls", "what the classifier reads: 'cls' (BERT's pooled [CLS] "
+                                  "vector) or 'mean' (the average of the final token vectors, "
+                                  "as sentence-embedding models such as all-MiniLM-L6-v2 were "
+                                  "trained)", choices=("cls", "mean"))
+    strategy: str = strategy_setting()
+    cpu_replicas: int = cpu_replicas_setting()
+    precision: str = precision_setting()
 
-    def check(self) -> None:
-        """Refuse settings that cannot work together (a missing --init-from folder included)."""
+    def check(self, given: frozenset = frozenset()) -> None:
+        """Refuse settings that cannot work together, in the words of the command's flags."""
         if self.init_from and self.from_scratch:
             raise UserError("--init-from and --from-scratch exclude each other; pass one")
-        if self.init_from and not Path(self.init_from).is_dir():
-            raise UserError(f"--init-from {self.init_from}: no such folder; expected a "
-                            f"pretrained BERT folder (config.json or bert_config.json, "
-                            f"vocab.txt, weights)")
-        _check_placement(self.strategy, self.cpu_replicas)
+        check_flags(self.strategy, self.cpu_replicas)
+
+    def check_inputs(self) -> None:
+        """The pretrained folder and TF_CONFIG are usable."""
+        _check_pretrained_folder(self.init_from)
+        _check_cluster(self.strategy)
 
 
 @dataclasses.dataclass
-class DateTrainConfig:
+class DateTrainConfig(Settings):
     """One training run on the date task (defaults reach >= 99% held-out exact match).
 
     See :mod:`nlp_tutorials.dates` for the task and :mod:`nlp_tutorials.seq2seq` for the run.
     """
 
-    model_dir: str = "visual/models/transformer"
-    steps: int = 600
-    batch_size: int = 64
-    learning_rate: float = 2e-3
-    dim: int = 64
-    layers: int = 2
-    heads: int = 4
-    dropout: float = 0.0
-    seed: int = 1
+    model_dir: str = setting("visual/models/transformer", "where config.json and the weights go")
+    steps: int = setting(600, "optimisation steps", kind=positive_int)
+    batch_size: int = setting(64, "dates per step", kind=positive_int)
+    learning_rate: float = setting(2e-3, "peak AdamW rate, 10% warm-up then linear decay",
+                                   kind=positive_float)
+    dim: int = setting(64, "model width", kind=positive_int)
+    layers: int = setting(2, "layers in each stack", kind=positive_int)
+    heads: int = setting(4, "attention heads; must divide --dim", kind=positive_int)
+    dropout: float = setting(0.0, "dropout rate", kind=probability)
+    seed: int = setting(1, "weights and batch order (the held-out dates are fixed)",
+                        kind=non_negative_int)
     log_every: int = 100
 
     def model_config(self) -> ModelConfig:
@@ -182,7 +361,7 @@ class DateTrainConfig:
                            max_position_embeddings=dates.TARGET_LEN,
                            pad_token_id=dates.IDS[dates.PAD])
 
-    def check(self) -> None:
+    def check(self, given: frozenset = frozenset()) -> None:
         """Refuse settings that cannot work together, in the words of the command's flags."""
         _check_heads(self.dim, self.heads)
 
@@ -191,17 +370,23 @@ def config_from_args(config_class, args, **values) -> tuple:
     """A run's config from parsed command-line ``args``: (config, names of the fields given).
 
     Each field of ``config_class`` whose flag was given (an attribute of ``args`` that is not
-    None: the parsers leave every flag's default None) takes the flag's value; ``values`` set
-    fields that come from elsewhere (``model_type``, a default ``model_dir``); the rest keep
-    the class defaults. The config's ``check()`` then refuses settings that cannot work
-    together. ``given``, the fields set by flags, lets ``train --resume`` check them against
-    the saved run.
+    None: the parsers leave an absent flag out) takes the flag's value; ``values`` set fields
+    that come from elsewhere (``model_type``, a default ``model_dir``); the rest keep the class
+    defaults. The config's ``check()`` then refuses settings that cannot work together, and
+    ``check_inputs()`` folders and files that are not there. ``given``, the fields set by
+    flags, lets ``train --resume`` check them against the saved run.
     """
     given = {field.name for field in dataclasses.fields(config_class)
              if getattr(args, field.name, None) is not None}
     config = config_class(**{**values, **{name: getattr(args, name) for name in given}})
-    config.check()
+    config.check(frozenset(given))
+    config.check_inputs()
     return config, given
+
+
+def _default(config, name: str):
+    """The class default of field ``name`` of ``config``."""
+    return next(field.default for field in dataclasses.fields(config) if field.name == name)
 
 
 def _check_heads(dim: int, heads: int) -> None:
@@ -209,16 +394,13 @@ def _check_heads(dim: int, heads: int) -> None:
         raise UserError(f"--dim {dim} is not divisible by --heads {heads}")
 
 
-def _check_init_from(init_from: str, head_warmup_steps: int) -> None:
+def _check_cluster(strategy: str) -> None:
+    """--strategy multiworker needs a usable TF_CONFIG (read before TensorFlow starts)."""
+    if strategy == "multiworker":
+        parse_tf_config()
+
+
+def _check_pretrained_folder(init_from: str) -> None:
     if init_from and not Path(init_from).is_dir():
         raise UserError(f"--init-from {init_from}: no such folder; expected a pretrained BERT "
                         f"folder (config.json or bert_config.json, vocab.txt, weights)")
-    if head_warmup_steps and not init_from:
-        raise UserError(f"--head-warmup-steps {head_warmup_steps}: only with --init-from "
-                        f"(a model from scratch has no trained encoder to protect)")
-
-
-def _check_placement(strategy: str, cpu_replicas: int) -> None:
-    from nlp_tutorials.training.distribute import check_flags
-
-    check_flags(strategy, cpu_replicas)

@@ -42,11 +42,9 @@ def checkpoint_run(config: TrainConfig, given: set, default_max_len):
     checkpoint's values either way. ``max_len`` defaults to ``default_max_len(tokenizer)`` (the
     text's choice), at most the checkpoint's positions. ``head_warmup_steps`` defaults to ``warmup_fraction`` of the
     steps when the checkpoint has no pre-training heads, else 0. A folder without weights is
-    refused here, before the run writes anything.
+    refused here, before the run writes anything. (Only a BERT starts from a checkpoint:
+    :meth:`~nlp_tutorials.training.config.TrainConfig.check` refuses another model type.)
     """
-    if config.model_type != "bert":
-        raise UserError(f"--init-from {config.init_from}: only BERT starts from a pretrained "
-                        f"checkpoint")
     model_config = pretrained.read_config(config.init_from)
     tokenizer = load_tokenizer(config.init_from)
     settled = {"dim": model_config.hidden_size, "layers": model_config.num_hidden_layers,

@@ -29,14 +29,13 @@ TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
 def check_flags(strategy: str, cpu_replicas: int) -> None:
     """Refuse flag combinations that cannot work, before TensorFlow loads.
 
-    ``cpu_replicas`` 0 means the flag was not given.
+    ``cpu_replicas`` 0 means the flag was not given. (TF_CONFIG, which multiworker needs, is
+    read by :func:`parse_tf_config`.)
     """
     if cpu_replicas and strategy != "mirrored":
         raise UserError(f"--cpu-replicas {cpu_replicas}: only --strategy mirrored runs on "
                         f"logical CPU devices (got --strategy {strategy}); add --strategy "
                         f"mirrored or drop --cpu-replicas")
-    if strategy == "multiworker":
-        parse_tf_config()
 
 
 def parse_tf_config(text: str | None = None) -> dict:

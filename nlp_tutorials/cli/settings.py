@@ -1,0 +1,226 @@
+"""The settings of the commands that are not a training run, one dataclass each.
+
+Declared as :mod:`nlp_tutorials.training.config` declares a run's: each field made with
+:func:`~nlp_tutorials.training.config.setting` is a flag whose default and help are written
+once, here; ``check()`` holds the rules between fields. Defaults that depend on the model
+family (``model_dir``, the pickle's name) are set per family by :mod:`nlp_tutorials.cli.commands`.
+"""
+import dataclasses
+
+from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as CORPUS_MAX_LEN
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.training.config import (
+    FinetuneConfig,
+    Settings,
+    TrainConfig,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    setting,
+    value_kind,
+)
+
+EXPORT_EXAMPLES = 32  # examples exported after training, and by `export`
+share = value_kind(float, "a share of the heads in [0, 1)", lambda value: 0 <= value < 1)
+
+
+def trained_dir(model_name: str) -> str:
+    """Where ``train`` puts a model family's model, and where the other commands look."""
+    return f"visual/models/{model_name}"
+
+
+def default_pickle(model_name: str) -> str:
+    return f"visual/tmp/{model_name}_attention_matrix.pkl"
+
+
+def explorer_page(model_name: str) -> str:
+    return f"visual/results/{model_name}_explorer.html"
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainOptions(Settings):
+    """``train``'s flags besides its run's config: resume, and what to do after."""
+
+    resume: bool = setting(False, "continue from the newest intact checkpoint in --model-dir; "
+                                  "a larger --steps than the saved run's trains on to that step")
+    no_plots: bool = setting(False, "skip the attention export and pictures at the end")
+
+
+@dataclasses.dataclass(kw_only=True)
+class AfterTraining(Settings):
+    """``transformer train``'s flag besides its run's config."""
+
+    no_plots: bool = setting(False, "skip the attention export and pictures at the end")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExportSettings(Settings):
+    """``export``: the attention of a trained model on some examples, pickled."""
+
+    model_type: str = "bert"
+    model_dir: str = setting(trained_dir("bert"), "trained model")
+    n: int = setting(EXPORT_EXAMPLES, "{examples} to run", kind=positive_int)
+    output: str = setting(default_pickle("bert"), "pickle to write")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PlotSettings(Settings):
+    """``plot``: heatmaps and a line view from an exported pickle."""
+
+    model_type: str = "bert"
+    input: str = setting(default_pickle("bert"), "pickle written by export")
+    output_dir: str = setting("visual/results", "where PNGs go")
+    case: int = setting(0, "which example to draw", kind=non_negative_int)
+    layer: int | None = setting(None, "layer of the line view", kind=non_negative_int,
+                         default_help="the last")
+    head: int | None = setting(None, "head of the line view", kind=non_negative_int, default_help="0")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExploreSettings(Settings):
+    """``explore``: one self-contained HTML page of the attention (nlp_tutorials.explorer)."""
+
+    model_type: str = "bert"
+    model_dir: str = setting("", "model to run: a trained one, or (bert) a fine-tuned one "
+                                 "(model.keras)", default_help="{model_dir}")
+    input: str = setting("", "an attention pickle written by export, instead of running a "
+                             "model", metavar="PICKLE")
+    n: int | None = setting(None, "{examples} to include", kind=positive_int,
+                     default_help="8 when running a model, every one in --input")
+    output: str = setting(explorer_page("bert"), "page to write")
+    example: int = setting(0, "example shown first", kind=non_negative_int)
+    layer: int = setting(0, "layer shown first", kind=non_negative_int)
+    head: int = setting(0, "head shown first", kind=non_negative_int)
+    view: str = setting("head", "view shown first", choices=("head", "model", "neuron"))
+    importance: str | None = setting(None, "head_importance.json (from `bert heads`) to show in the "
+                                    "model view", metavar="JSON",
+                              default_help="the one beside the model or pickle, if there is one")
+
+    def check(self, given: frozenset = frozenset()) -> None:
+        """One source of attention: a pickle or a model, not both."""
+        if self.input and self.model_dir:
+            raise UserError(f"--input {self.input} and --model-dir {self.model_dir}: expected "
+                            f"one source of attention, not both")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PrepareSettings(Settings):
+    """``prepare``: a corpus tokenized once into TFRecord shards for ``train --data``."""
+
+    corpus: str = setting(help="one sentence a line, a blank line between documents; quote a "
+                               "glob", metavar="PATH_OR_GLOB")
+    output: str = setting(help="new folder for the shards", metavar="DIR")
+    shards: int = setting(1, "number of shard files; at least the number of workers that will "
+                             "train", kind=positive_int)
+    max_len: int = setting(CORPUS_MAX_LEN, "tokens per sequence", kind=positive_int)
+    tokenizer: str = setting("word", "tokenizer learned from the corpus",
+                             choices=("word", "wordpiece"))
+    vocab_size: int = setting(TrainConfig.vocab_size, "most tokens in the learned vocabulary",
+                              kind=positive_int)
+    tokenizer_sample_mb: int = setting(TrainConfig.tokenizer_sample_mb, "learn the vocabulary "
+                                       "from the corpus' first this many MB", kind=positive_int)
+    tokenizer_from: str = setting("", "use this model's tokenizer (vocab.txt) instead of "
+                                      "learning one", metavar="MODEL_DIR")
+    seed: int = setting(1, "pairing seed", kind=non_negative_int)
+
+    def check(self, given: frozenset = frozenset()) -> None:
+        """A corpus pair must fit --max-len (the corpus itself is read by the command)."""
+        from nlp_tutorials.sources.corpus import check_max_len
+
+        check_max_len(self.max_len)
+
+
+@dataclasses.dataclass(kw_only=True)
+class PredictSettings(Settings):
+    """``predict``: label sentence pairs with a fine-tuned model."""
+
+    input: str = setting("-", "TSV file, or - for standard input", positional=True)
+    model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model")
+
+
+@dataclasses.dataclass(kw_only=True)
+class HeadsSettings(Settings):
+    """``heads``: which attention heads a fine-tuned BERT needs (nlp_tutorials.bertology)."""
+
+    model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model from `finetune`; "
+                                                        "head_importance.json is written "
+                                                        "beside it")
+    output_dir: str = setting("visual/results", "pictures")
+    dev_size: int = setting(FinetuneConfig.dev_size, "last MRPC train pairs the importance is "
+                                                     "measured on, as finetune's dev",
+                            kind=positive_int)
+    study: bool = setting(False, "also mask 0%, 10%, ..., 90% of the heads, least important "
+                                 "first and in random orders, scoring the MRPC test split "
+                                 "each time")
+    random_orders: int = setting(3, "random orders the study averages as its control",
+                                 kind=positive_int)
+    prune: float | None = setting(None, "write a copy without this share of the heads, least "
+                                 "important first, each layer keeping one (e.g. 0.4)",
+                           kind=share, metavar="SHARE")
+    pruned_dir: str | None = setting(None, "where the pruned model goes",
+                              default_help="<model-dir>_pruned<percent>")
+    recover_epochs: int = setting(0, "with --prune: fine-tune the pruned model again for this "
+                                     "many passes over the MRPC train pairs at lr 2e-5",
+                                  kind=non_negative_int)
+
+    def check(self, given: frozenset = frozenset()) -> None:
+        """Recovery epochs fine-tune the pruned copy, so they need --prune."""
+        if self.recover_epochs and self.prune is None:
+            raise UserError(f"--recover-epochs {self.recover_epochs}: only with --prune; "
+                            f"expected --prune SHARE as well")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExportModelSettings(Settings):
+    """``export-model``: the fine-tuned model as a SavedModel (nlp_tutorials.serving)."""
+
+    model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model from `finetune`")
+    output: str = setting(help="model base folder; the SavedModel goes into OUTPUT/VERSION")
+    version: int = setting(1, "version folder to write", kind=positive_int)
+    overwrite: bool = setting(False, "replace an existing version folder")
+    ids_only: bool = setting(False, "export predict_ids only, without tensorflow-text's ops "
+                                    "(for servers without them, e.g. the stock "
+                                    "tensorflow/serving image)")
+
+
+@dataclasses.dataclass(kw_only=True)
+class GenerateSettings(Settings):
+    """``gpt generate``: continue a prompt with the pre-trained GPT."""
+
+    prompt: str = setting(help='the start of a sentence, e.g. "the company said"')
+    max_new_tokens: int = setting(20, "stop after this many new tokens if [SEP] has not come "
+                                      "first", kind=positive_int)
+    sample: bool = setting(False, "draw each token at random from the model's distribution "
+                                  "instead of taking the most likely one (greedy, the default)")
+    top_k: int | None = setting(None, "with --sample: draw only from the k most likely tokens",
+                         kind=positive_int, default_help="all")
+    temperature: float | None = setting(None, "with --sample: divide the logits by this; < 1 is more "
+                                       "conservative, > 1 more adventurous",
+                                 kind=positive_float, default_help="1.0")
+    seed: int = setting(0, "seed of --sample", kind=non_negative_int)
+    model_dir: str = setting(trained_dir("gpt"), "trained GPT")
+
+    def check(self, given: frozenset = frozenset()) -> None:
+        """Some text to continue; --top-k and --temperature shape sampling only."""
+        if not self.prompt.strip():
+            raise UserError("--prompt is empty; expected some text, e.g. --prompt \"the "
+                            "company said\"")
+        for flag, value in (("--top-k", self.top_k), ("--temperature", self.temperature)):
+            if value is not None and not self.sample:
+                raise UserError(f"{flag} needs --sample (greedy decoding always takes the most "
+                                f"likely token)")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TranslateSettings(Settings):
+    """``transformer translate``: dates rewritten by the trained date model."""
+
+    dates: list = setting(help="dates such as 03-11-29", positional=True, many=True)
+    model_dir: str = setting(trained_dir("transformer"), "trained model")
+
+    def check(self, given: frozenset = frozenset()) -> None:
+        """Each date is well formed (so a typo answers before TensorFlow loads)."""
+        from nlp_tutorials.tasks.dates import parse_source
+
+        for text in self.dates:
+            parse_source(text)
