@@ -239,7 +239,7 @@ def test_train_command_exports_and_draws_the_model_it_trained(tmp_path, monkeypa
 
 
 def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
-    from nlp_tutorials.training.pretraining import Progress
+    from nlp_tutorials.training.loop import Progress
 
     printed = []
     progress = Progress(7, every=3, printer=printed.append, start=1, interactive=False)
@@ -258,7 +258,7 @@ def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
 
 
 def test_progress_on_a_terminal_is_a_bar(capsys):
-    from nlp_tutorials.training.pretraining import Progress
+    from nlp_tutorials.training.loop import Progress
 
     printed = []
     progress = Progress(3, every=1, printer=printed.append, interactive=True)
@@ -426,7 +426,7 @@ def test_jit_probe_passes_where_xla_exists():
 
 
 def test_first_ctrl_c_only_requests_a_stop_and_the_second_interrupts():
-    from nlp_tutorials.training.pretraining import ctrl_c_stops_between_steps
+    from nlp_tutorials.training.loop import ctrl_c_stops_between_steps
 
     before = signal.getsignal(signal.SIGINT)
     with ctrl_c_stops_between_steps() as stop_requested:

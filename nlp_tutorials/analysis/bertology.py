@@ -34,7 +34,7 @@ from nlp_tutorials.training.finetuning import (
     load_finetuned,
     save_head,
     save_task,
-    train_epoch,
+    train_epochs,
 )
 from nlp_tutorials.training.optimization import make_optimizer
 from nlp_tutorials.models.pruning import pruned_head_model
@@ -188,12 +188,9 @@ def recover(head, tokenizer, epochs: int, learning_rate: float = 2e-5, batch_siz
     keras.utils.set_random_seed(seed)
     head.compile(optimizer=make_optimizer(learning_rate,
                                           epochs * (len(train["labels"]) // batch_size)))
-    rng = np.random.default_rng(seed)
-    step = None
-    for epoch in range(1, epochs + 1):
-        metrics, step = train_epoch(head, train, batch_size, rng, tf.distribute.get_strategy(),
-                                    step)
-        printer(f"recovery epoch {epoch}: train loss {float(metrics['loss']):.3f}")
+    train_epochs(head, train, epochs, batch_size, np.random.default_rng(seed),
+                 tf.distribute.get_strategy(), lambda epoch, metrics: printer(
+                     f"recovery epoch {epoch}: train loss {metrics['loss']:.3f}"))
     head.optimizer = None
 
 

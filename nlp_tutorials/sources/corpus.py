@@ -14,8 +14,9 @@ pool a document is drawn from (a local shuffle of document order) and the pool N
 come from. A document longer than :data:`DOCUMENT_PIECE_LINES` lines is cut into pieces of that
 many lines, each then treated as a document, so one endless document cannot fill the memory.
 
-Everything here is plain Python and numpy; :mod:`nlp_tutorials.shards` writes the same pairs
-to TFRecord files once, so training need not tokenize again.
+Everything here is plain Python and numpy (TensorFlow only holds the finished batches, in
+:meth:`CorpusData.batches`); :mod:`nlp_tutorials.shards` writes the same pairs to TFRecord
+files once, so training need not tokenize again.
 """
 import glob
 import itertools
@@ -28,6 +29,7 @@ import numpy as np
 from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.text.tokenization import pad_ragged
 
 DEFAULT_MAX_LEN = 128  # google-research/bert's max_seq_length for most of pre-training
@@ -283,9 +285,11 @@ class CorpusData:
     Epoch k reads the files (in a random order) from the start, and draws its pairs and
     masking from a generator seeded with (seed, k): pairs and masks change from epoch to epoch,
     a run is reproducible, and nothing but the buffers stays in memory. The same interface as
-    :class:`~nlp_tutorials.data.PretrainingData` where training needs it, but the number of
+    every source (:class:`~nlp_tutorials.sources.source.PretrainingSource`), but the number of
     examples is not known before a pass over the corpus.
     """
+
+    input_pipelines = 1  # every process reads the whole corpus
 
     def __init__(self, pattern: str, tokenizer, max_len: int = DEFAULT_MAX_LEN, seed: int = 0,
                  mask_prob: float = 0.15, whole_word_mask: bool = False, printer=print):
@@ -345,7 +349,22 @@ class CorpusData:
                 self._continuation_ids))
         return batch
 
-    def batches(self, batch_size: int, masked: bool = True, start_epoch: int = 0):
-        """Epoch after epoch of :meth:`epoch_batches`, forever."""
-        for epoch in itertools.count(start_epoch):
-            yield from self.epoch_batches(epoch, batch_size, masked)
+    def describe_epoch(self, batch_size: int) -> str:
+        return "steps per epoch unknown until the corpus has been read once"
+
+    def batches(self, batch_size: int, masked: bool = True, start: int = 0,
+                length_multiple: int = 1):
+        """Epoch after epoch of :meth:`epoch_batches`, forever, from step ``start + 1`` on, as
+        trimmed tensors; see :meth:`~nlp_tutorials.sources.source.PretrainingSource.batches`.
+
+        A plain generator, not ``tf.data``: a bad line met mid-run stops the run with its
+        one-line UserError rather than a TensorFlow error around it. Resuming reads the
+        ``start`` batches before it again, so their pairs and masking are drawn as before.
+        """
+        import tensorflow as tf
+
+        every_epoch = (batch for epoch in itertools.count()
+                       for batch in self.epoch_batches(epoch, batch_size, masked))
+        for batch in itertools.islice(every_epoch, start, None):
+            yield trim_padding({name: tf.constant(value) for name, value in batch.items()},
+                               length_multiple)

@@ -1,11 +1,14 @@
 """Pre-training examples (masked LM + next sentence) from MRPC's sentence pairs.
 
-Numpy epoch by epoch; TensorFlow only in :meth:`PretrainingData.dataset`.
+Numpy epoch by epoch; TensorFlow only in :meth:`PretrainingData.dataset` and
+:meth:`PretrainingData.batches` (what the training loop reads, as from every source:
+:class:`~nlp_tutorials.sources.source.PretrainingSource`).
 """
 import itertools
 
 import numpy as np
 
+from nlp_tutorials.sources.source import trimmed_batches
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer, num_to_mask
 from nlp_tutorials.text.nsp import check_nsp_mode, nsp_pairing
@@ -20,6 +23,8 @@ class PretrainingData:
     with (seed, k). ``whole_word_mask`` masks all pieces of a chosen word together (see
     :func:`mask_tokens`).
     """
+
+    input_pipelines = 1  # every process feeds the whole global batch
 
     def __init__(self, tokenizer, pairs, max_len=None, nsp_mode="random", max_predictions=None,
                  seed=0, mask_prob=0.15, whole_word_mask=False):
@@ -64,6 +69,9 @@ class PretrainingData:
             raise UserError(f"batch_size={batch_size!r}: expected an integer from 1 to "
                             f"{self.num_examples} (the number of examples)")
         return self.num_examples // batch_size
+
+    def describe_epoch(self, batch_size: int) -> str:
+        return f"{self.steps_per_epoch(batch_size)} steps per epoch"
 
     def epoch(self, rng_or_epoch_index, masked: bool = True, shuffle: bool = True) -> dict:
         """One epoch of examples, as numpy arrays with n = number of pairs.
@@ -129,3 +137,9 @@ class PretrainingData:
 
         return tf.data.Dataset.from_generator(batches, output_signature=spec).prefetch(
             tf.data.AUTOTUNE)
+
+    def batches(self, batch_size: int, masked: bool = True, start: int = 0,
+                length_multiple: int = 1):
+        """Endless trimmed batches of :meth:`dataset` from step ``start + 1`` on; see
+        :meth:`~nlp_tutorials.sources.source.PretrainingSource.batches`."""
+        return trimmed_batches(self.dataset(batch_size, masked).skip(start), length_multiple)

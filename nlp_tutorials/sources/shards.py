@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.sources.corpus import CorpusCounts, CorpusData
+from nlp_tutorials.sources.source import trimmed_batches
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
@@ -263,7 +264,8 @@ def batch_masker(tokenizer, seed: int, pipeline_id: int, max_len: int,
 
 
 class ShardData:
-    """A ``--data`` folder as the training loop reads it: this worker's shards, in batches.
+    """A ``--data`` folder as the training loop reads it: this worker's shards, in batches
+    (:class:`~nlp_tutorials.sources.source.PretrainingSource`).
 
     ``worker`` is (input pipelines, this one's index): under ``--strategy multiworker`` each
     worker reads every ``pipelines``-th shard and feeds ``batch_size / pipelines`` rows of
@@ -280,6 +282,11 @@ class ShardData:
         self.pipelines, self.pipeline_id = worker
         self.max_len = self.description["max_len"]
         self.files = worker_files(directory, self.description, *worker)
+
+    @property
+    def input_pipelines(self) -> int:
+        """How many workers feed their own rows of each global batch."""
+        return self.pipelines
 
     def worker_batch_size(self, batch_size: int) -> int:
         """Rows this worker feeds of a global batch of ``batch_size``."""
@@ -299,8 +306,17 @@ class ShardData:
                             f"{rows} rows of a batch")
         return examples // rows
 
+    def describe_epoch(self, batch_size: int) -> str:
+        return f"{self.steps_per_epoch(batch_size)} steps per epoch"
+
     def dataset(self, batch_size: int, masked: bool = True, start: int = 0):
         """Endless batches from batch ``start`` on; see :func:`training_dataset`."""
         return training_dataset(self.directory, self.tokenizer,
                                 self.worker_batch_size(batch_size), self.seed, masked, start,
                                 self.pipelines, self.pipeline_id, self.whole_word_mask)
+
+    def batches(self, batch_size: int, masked: bool = True, start: int = 0,
+                length_multiple: int = 1):
+        """This worker's rows of each global batch from step ``start + 1`` on, trimmed; see
+        :meth:`~nlp_tutorials.sources.source.PretrainingSource.batches`."""
+        return trimmed_batches(self.dataset(batch_size, masked, start), length_multiple)

@@ -29,6 +29,7 @@ import tensorflow as tf
 from nlp_tutorials.training import distribute
 from nlp_tutorials.training.checkpoints import build_model, latest_checkpoint, restore_model
 from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
+from nlp_tutorials.training.loop import Hook, epoch_batches, train_steps
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import HEAD_CLASSES, Task, softmax
@@ -177,15 +178,21 @@ def evaluate(head, task: Task, examples, arrays: dict, head_mask=None) -> dict:
     return task.score(examples, task.predictions(outputs, arrays, examples))
 
 
-def train_epoch(head, train: dict, batch_size: int, rng, strategy, step_fn=None):
-    """One pass over the encoded ``train`` pairs in random length-grouped batches (the last
-    partial one dropped). ``step_fn``: the compiled step of an earlier epoch, or None to compile
-    it from the first batch. Returns (the last step's metrics, the compiled step)."""
-    for batch in batches(train, batch_size, rng, drop_remainder=True,
-                         pad_id=head.backbone.config.pad_token_id):
-        step_fn = step_fn or distribute.compiled_step(strategy, head, batch)
-        metrics = step_fn(batch)
-    return metrics, step_fn
+def train_epochs(head, train: dict, epochs: int, batch_size: int, rng, strategy,
+                 end_of_epoch) -> None:
+    """``epochs`` passes over the encoded ``train`` pairs in random length-grouped batches (the
+    last partial one dropped), through the training loop; ``end_of_epoch(epoch, metrics)``
+    after each (epoch from 1, the metrics of its last step). Ctrl-C stops after the current
+    step and raises KeyboardInterrupt."""
+    steps_per_epoch = len(train["input_ids"]) // batch_size
+    every_epoch = epoch_batches(
+        lambda: batches(train, batch_size, rng, drop_remainder=True,
+                        pad_id=head.backbone.config.pad_token_id), epochs)
+    hook = Hook(steps_per_epoch,
+                lambda step, batch, metrics: end_of_epoch(step // steps_per_epoch, metrics))
+    if train_steps(head, every_epoch, 1, epochs * steps_per_epoch, strategy=strategy,
+                   hooks=(hook,)):
+        raise KeyboardInterrupt
 
 
 def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
@@ -214,27 +221,28 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
         head.compile(optimizer=make_optimizer(config.learning_rate,
                                               config.epochs * steps_per_epoch))
     metric, metric_name = task.metrics[0]
-    rng = np.random.default_rng(seed)
-    step_fn = None
     best = (-1.0, None, None)
-    for epoch in range(1, config.epochs + 1):
-        metrics, step_fn = train_epoch(head, train, config.batch_size, rng, strategy, step_fn)
-        report = f"seed {seed} epoch {epoch}: train loss {float(metrics['loss']):.3f}"
+
+    def end_of_epoch(epoch, metrics):
+        nonlocal best
+        report = f"seed {seed} epoch {epoch}: train loss {metrics['loss']:.3f}"
         if dev is None:
             printer(report)
-            continue
+            return
         dev_scores = evaluate(head, task, dev_pairs, dev)
         printer(f"{report}, dev {task.describe(dev_scores)}")
         if dev_scores[metric] > best[0]:
             best = (dev_scores[metric], [w.numpy() for w in head.weights], dev_scores)
+
+    train_epochs(head, train, config.epochs, config.batch_size, np.random.default_rng(seed),
+                 strategy, end_of_epoch)
     if dev is not None:
         for weight, value in zip(head.weights, best[1]):
             weight.assign(value)
-    # Training is over. Dropping AdamW (two slots the size of every weight) and the step that
-    # holds it frees that memory for scoring and saving, and keeps it out of model.keras,
-    # which only prediction reads: the file is a third of the size.
+    # Training is over (and the loop's compiled step with it). Dropping AdamW (two slots the
+    # size of every weight) frees that memory for scoring and saving, and keeps it out of
+    # model.keras, which only prediction reads: the file is a third of the size.
     head.optimizer = None
-    step_fn = None
     test_scores = evaluate(head, task, test_pairs, test)
     kept = ("last epoch (no dev pairs)" if dev is None
             else f"best dev {metric_name} {best[0]:.3f}")

@@ -1,11 +1,14 @@
-"""The pre-training loop shared by GPT and BERT: progress, logs, checkpoints, resume.
+"""Pre-training a GPT or BERT: settling the run, its text, its model, and the test score.
 
-One tensor's way: :class:`~nlp_tutorials.data.PretrainingData` turns MRPC into batches, the
-model's compiled ``step()`` learns from them, :func:`pretrain` settles the run
-(:func:`prepare_run`), builds the model and its optimizer (:func:`build_training_state`), runs
-the steps (:func:`train_in_phases`, reporting to :class:`Progress`) and hands back the trained
-model, which :func:`evaluate` has scored on the MRPC test split. The optimizer and schedule are
-in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpoints`.
+One tensor's way: :func:`pretrain` settles the run (:func:`prepare_run`; :func:`run_text` says
+what it learns from: MRPC's pairs, a corpus or shards), builds the model and its optimizer
+(:func:`build_training_state`), and feeds the text's batches
+(:class:`~nlp_tutorials.sources.source.PretrainingSource`) to the training loop
+(:func:`~nlp_tutorials.training.loop.train_steps`, once per phase: :func:`train_in_phases`),
+which runs the model's compiled ``step()``, reports to
+:class:`~nlp_tutorials.training.loop.Progress` and saves checkpoints. It hands back the trained
+model, which :func:`evaluate` has scored on the MRPC test split. The optimizer and schedule
+are in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
@@ -17,16 +20,9 @@ continues from the newest intact checkpoint
 (:func:`~nlp_tutorials.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
 in one line and passed over).
 """
-import contextlib
 import dataclasses
-import functools
-import itertools
 import json
 import math
-import signal
-import sys
-import threading
-import time
 from pathlib import Path
 
 import keras
@@ -46,6 +42,7 @@ from nlp_tutorials.training.checkpoints import (
 )
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.training.config import TrainConfig
+from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as DEFAULT_CORPUS_MAX_LEN
 from nlp_tutorials.sources.corpus import CorpusData, check_max_len as check_corpus_max_len
 from nlp_tutorials.sources.corpus import corpus_files, learn_tokenizer
@@ -69,112 +66,165 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
 
     ``given`` names the TrainConfig fields the user set explicitly; on ``--resume`` those must
     agree with the saved run (the rest are taken from it).
-    Returns (config, tokenizer, model_config, train_pairs).
+    Returns (config, tokenizer, model_config, the run's text: :func:`run_text`).
     """
     model_dir = Path(config.model_dir)
     if resume:
         config = resumed_config(config, given, model_dir)
-        train_pairs = mrpc_train_pairs(config)
+        text = run_text(config)
         tokenizer = load_tokenizer(model_dir)
         model_config = ModelConfig.load(model_dir)
-        if config.data:  # the shards' ids must mean the model's tokens
-            check_same_tokenizer(config.data, tokenizer, model_dir)
+        text.check_tokenizer(tokenizer, model_dir)
     else:
         if holds_checkpoint(model_dir):
             raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                             f"it, or choose another --model-dir")
-        train_pairs = mrpc_train_pairs(config)
+        text = run_text(config)
         if config.init_from:
-            config, tokenizer, model_config = checkpoint_text_run(config, given, train_pairs)
+            config, tokenizer, model_config = checkpoint_text_run(config, given, text)
         else:
-            config, tokenizer, model_config = new_model_run(config, given, train_pairs)
+            tokenizer, config = text.new_tokenizer(config, given)
+            model_config = config.model_config(tokenizer.vocab_size, config.max_len)
         tokenizer.save(model_dir)
         model_config.save(model_dir)
         write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
                           json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    return config, tokenizer, model_config, train_pairs
+    return config, tokenizer, model_config, text
 
 
-def mrpc_train_pairs(config: TrainConfig):
-    """MRPC's train pairs, or None when the run reads a corpus (--corpus or --data)."""
-    return None if config.corpus or config.data else load_mrpc("train")
-
-
-def new_model_run(config: TrainConfig, given: set, train_pairs):
-    """(config, tokenizer, model config) of a model trained from scratch; ``train_pairs``:
-    MRPC's, or None for a corpus run."""
-    if "vocab_size" in given and config.tokenizer != "wordpiece" and not config.corpus:
-        raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
-                        f"has a vocabulary size to choose")
-    tokenizer, config = run_tokenizer(config, given, train_pairs)
-    return config, tokenizer, config.model_config(tokenizer.vocab_size, config.max_len)
-
-
-def checkpoint_text_run(config: TrainConfig, given: set, train_pairs):
-    """(config, tokenizer, model config) of continued pre-training (``--init-from``) on
-    MRPC, a corpus or shards: the checkpoint settles the model and tokenizer
-    (:func:`~nlp_tutorials.continued.checkpoint_run`), the text the default max_len."""
-    if config.data:  # the shards' sequences have their length already
-        config = dataclasses.replace(config, max_len=shards_max_len(config, given))
-    config, tokenizer, model_config = continued.checkpoint_run(
-        config, given, functools.partial(text_max_len, config, train_pairs))
-    if config.data:
-        check_same_tokenizer(config.data, tokenizer, config.init_from)
-    return config, tokenizer, model_config
-
-
-def text_max_len(config: TrainConfig, train_pairs, tokenizer) -> int:
-    """The default sequence length for ``tokenizer`` on the run's text: 128 for a corpus,
-    the longest MRPC train pair otherwise."""
+def run_text(config: TrainConfig):
+    """What the run learns from: :class:`CorpusText` (--corpus), :class:`ShardText` (--data)
+    or :class:`MrpcText`. The one place that asks; the rest of the run asks the answer."""
     if config.corpus:
-        return DEFAULT_CORPUS_MAX_LEN
-    return longest_pair_length(tokenizer, train_pairs)
-
-
-def shards_max_len(config: TrainConfig, given: set) -> int:
-    """The max_len the shards in ``config.data`` were written for; a different --max-len is
-    refused."""
-    max_len = read_description(config.data)["max_len"]
-    if "max_len" in given and config.max_len != max_len:
-        raise UserError(f"--max-len {config.max_len}: the shards in {config.data} were "
-                        f"written for --max-len {max_len}; drop the flag or prepare again")
-    return max_len
-
-
-def run_tokenizer(config: TrainConfig, given: set, train_pairs):
-    """(tokenizer, config with max_len settled) of a new run: learned from MRPC train, or
-    from the corpus (:func:`corpus_tokenizer`)."""
-    if config.corpus or config.data:
-        return corpus_tokenizer(config, given)
-    # The vocabulary comes from the TRAIN split only: test words stay unknown.
-    tokenizer = build_tokenizer(config, [s for p in train_pairs for s in (p.s1, p.s2)])
-    if not config.max_len:
-        config = dataclasses.replace(config, max_len=longest_pair_length(tokenizer, train_pairs))
-    return tokenizer, config
-
-
-def corpus_tokenizer(config: TrainConfig, given: set):
-    """(tokenizer, config with max_len and the tokenizer's settings) of a --corpus/--data run.
-
-    --data: the tokenizer the shards were written with, and their max_len. --corpus: one
-    learned from the corpus' first ``tokenizer_sample_mb`` MB (bounded work and memory), and
-    max_len 128 unless given.
-    """
+        return CorpusText(config.corpus)
     if config.data:
+        return ShardText(config.data)
+    return MrpcText()
+
+
+class MrpcText:
+    """MRPC's train pairs, read from disk once here (``train_pairs``): the tokenizer's text,
+    the default max_len (the longest pair), and the pre-training pairs."""
+
+    def __init__(self):
+        self.train_pairs = load_mrpc("train")
+
+    def new_tokenizer(self, config: TrainConfig, given: set):
+        """(tokenizer, config with max_len settled) of a new run; the vocabulary comes from the
+        TRAIN split only, so test words stay unknown."""
+        refuse_vocab_size_without_wordpiece(config, given)
+        tokenizer = build_tokenizer(config, [s for p in self.train_pairs for s in (p.s1, p.s2)])
+        if not config.max_len:
+            config = dataclasses.replace(config, max_len=self.default_max_len(tokenizer))
+        return tokenizer, config
+
+    def default_max_len(self, tokenizer) -> int:
+        return longest_pair_length(tokenizer, self.train_pairs)
+
+    def settle(self, config: TrainConfig, given: set) -> TrainConfig:
+        return config
+
+    def check_tokenizer(self, tokenizer, model_dir) -> None:
+        """Any tokenizer reads MRPC's text."""
+
+    def source(self, config: TrainConfig, tokenizer, printer=print) -> PretrainingData:
+        return PretrainingData(tokenizer, self.train_pairs, max_len=config.max_len,
+                               nsp_mode=config.nsp_mode, seed=config.seed,
+                               whole_word_mask=config.whole_word_mask)
+
+
+class CorpusText:
+    """A text corpus (--corpus), streamed: a tokenizer learned from its start, max_len 128."""
+
+    train_pairs = None
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+
+    def new_tokenizer(self, config: TrainConfig, given: set):
+        """One learned from the corpus' first ``tokenizer_sample_mb`` MB (bounded work and
+        memory), and max_len 128 unless given."""
+        max_len = config.max_len or DEFAULT_CORPUS_MAX_LEN
+        check_corpus_max_len(max_len)
+        tokenizer = learn_tokenizer(config.tokenizer, config.vocab_size,
+                                    corpus_files(self.pattern), config.tokenizer_sample_mb)
+        return tokenizer, dataclasses.replace(config, max_len=max_len)
+
+    def default_max_len(self, tokenizer) -> int:
+        return DEFAULT_CORPUS_MAX_LEN
+
+    def settle(self, config: TrainConfig, given: set) -> TrainConfig:
+        return config
+
+    def check_tokenizer(self, tokenizer, model_dir) -> None:
+        """The corpus is tokenized as it is read, by whichever tokenizer the run has."""
+
+    def source(self, config: TrainConfig, tokenizer, printer=print) -> CorpusData:
+        return CorpusData(self.pattern, tokenizer, max_len=config.max_len, seed=config.seed,
+                          whole_word_mask=config.whole_word_mask, printer=printer)
+
+
+class ShardText:
+    """Shards ``prepare`` wrote (--data): their tokenizer and max_len are fixed, and under
+    --strategy multiworker each worker reads its own shards."""
+
+    train_pairs = None
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def new_tokenizer(self, config: TrainConfig, given: set):
+        """The tokenizer the shards were written with, and their max_len."""
+        refuse_vocab_size_without_wordpiece(config, given)
         fixed = sorted({"tokenizer", "vocab_size", "tokenizer_sample_mb"} & given)
         if fixed:
             raise UserError(f"--{fixed[0].replace('_', '-')}: with --data the tokenizer is the "
                             f"one the shards were written with (set it at `prepare`)")
-        max_len = shards_max_len(config, given)
-        tokenizer = load_tokenizer(config.data)
+        max_len = self.max_len(config, given)
+        tokenizer = load_tokenizer(self.directory)
         kind = "word" if isinstance(tokenizer, WordTokenizer) else "wordpiece"
         return tokenizer, dataclasses.replace(config, max_len=max_len, tokenizer=kind,
                                               vocab_size=tokenizer.vocab_size)
-    max_len = config.max_len or DEFAULT_CORPUS_MAX_LEN
-    check_corpus_max_len(max_len)
-    tokenizer = learn_tokenizer(config.tokenizer, config.vocab_size,
-                                corpus_files(config.corpus), config.tokenizer_sample_mb)
-    return tokenizer, dataclasses.replace(config, max_len=max_len)
+
+    def max_len(self, config: TrainConfig, given: set) -> int:
+        """The max_len the shards were written for; a different --max-len is refused."""
+        max_len = read_description(self.directory)["max_len"]
+        if "max_len" in given and config.max_len != max_len:
+            raise UserError(f"--max-len {config.max_len}: the shards in {self.directory} were "
+                            f"written for --max-len {max_len}; drop the flag or prepare again")
+        return max_len
+
+    def default_max_len(self, tokenizer) -> int:
+        return read_description(self.directory)["max_len"]
+
+    def settle(self, config: TrainConfig, given: set) -> TrainConfig:
+        """The config with the shards' max_len: their sequences have their length already."""
+        return dataclasses.replace(config, max_len=self.max_len(config, given))
+
+    def check_tokenizer(self, tokenizer, model_dir) -> None:
+        """The shards' ids must mean the model's tokens."""
+        check_same_tokenizer(self.directory, tokenizer, model_dir)
+
+    def source(self, config: TrainConfig, tokenizer, printer=print) -> ShardData:
+        return ShardData(self.directory, tokenizer, seed=config.seed,
+                         whole_word_mask=config.whole_word_mask,
+                         worker=distribute.input_pipeline(config.strategy))
+
+
+def refuse_vocab_size_without_wordpiece(config: TrainConfig, given: set) -> None:
+    if "vocab_size" in given and config.tokenizer != "wordpiece":
+        raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
+                        f"has a vocabulary size to choose")
+
+
+def checkpoint_text_run(config: TrainConfig, given: set, text):
+    """(config, tokenizer, model config) of continued pre-training (``--init-from``) on
+    MRPC, a corpus or shards: the checkpoint settles the model and tokenizer
+    (:func:`~nlp_tutorials.continued.checkpoint_run`), the text the default max_len."""
+    config, tokenizer, model_config = continued.checkpoint_run(
+        text.settle(config, given), given, text.default_max_len)
+    text.check_tokenizer(tokenizer, config.init_from)
+    return config, tokenizer, model_config
 
 
 def build_tokenizer(config: TrainConfig, texts):
@@ -295,7 +345,7 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     config = dataclasses.replace(
         config, model_dir=str(distribute.worker_dir(config.model_dir, config.strategy)))
     steps_asked = config.steps
-    config, tokenizer, model_config, train_pairs = prepare_run(config, given, resume)
+    config, tokenizer, model_config, text = prepare_run(config, given, resume)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
     if config.jit:
@@ -308,15 +358,14 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     start = int(model.optimizer.iterations.numpy())
     if restored:
         printer(f"resuming from checkpoint {Path(restored[0]).name} at step {start}")
-    data = pretraining_data(config, tokenizer, train_pairs, printer)
+    data = pretraining_data(config, tokenizer, text, printer)
     printer(f"{config.model_type} {config.dim}d/{config.layers} layers/{config.heads} heads, "
             f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
-            f"{describe_epoch(data, config.batch_size)}; "
+            f"{data.describe_epoch(config.batch_size)}; "
             f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
             f"{config.precision}")
     progress = Progress(config.steps, config.log_every, printer, start=start)
-    interrupted = train_in_phases(model, manager, training_batches(data, config, start),
-                                  strategy, config, tokenizer, progress)
+    interrupted = train_in_phases(model, manager, data, strategy, config, tokenizer, progress)
     path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
     progress.note(f"saved checkpoint {path}")
     if interrupted:
@@ -324,7 +373,8 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     if config.init_from:
         folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
         progress.note(f"wrote {folder} (finetune --init-from reads it)")
-    return PretrainedRun(model, tokenizer, config, evaluate(model, tokenizer, config, printer))
+    evaluation = evaluate(model, tokenizer, config, printer, text.train_pairs)
+    return PretrainedRun(model, tokenizer, config, evaluation)
 
 
 def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy,
@@ -352,172 +402,49 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
     return model, manager
 
 
-def pretraining_data(config: TrainConfig, tokenizer, train_pairs, printer=print):
-    """Where the run's batches come from: MRPC pairs, a streamed corpus, or prepared shards
-    (this worker's share of them under --strategy multiworker)."""
-    if config.corpus:
-        return CorpusData(config.corpus, tokenizer, max_len=config.max_len, seed=config.seed,
-                          whole_word_mask=config.whole_word_mask, printer=printer)
-    if config.data:
-        return ShardData(config.data, tokenizer, seed=config.seed,
-                         whole_word_mask=config.whole_word_mask,
-                         worker=distribute.input_pipeline(config.strategy))
-    return PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
-                           nsp_mode=config.nsp_mode, seed=config.seed,
-                           whole_word_mask=config.whole_word_mask)
-
-
-def describe_epoch(data, batch_size: int) -> str:
-    """How long an epoch is, as far as known before it runs (a streamed corpus: not yet)."""
-    if isinstance(data, CorpusData):
-        return "steps per epoch unknown until the corpus has been read once"
-    return f"{data.steps_per_epoch(batch_size)} steps per epoch"
+def pretraining_data(config: TrainConfig, tokenizer, text=None, printer=print):
+    """Where the run's batches come from (:class:`~nlp_tutorials.sources.source.
+    PretrainingSource`): MRPC pairs, a streamed corpus, or prepared shards (this worker's share
+    of them under --strategy multiworker). ``text``: the run's, default :func:`run_text`."""
+    return (text or run_text(config)).source(config, tokenizer, printer)
 
 
 def training_batches(data, config: TrainConfig, start: int):
     """An iterator over the run's batches from step ``start + 1`` on, trimmed of padding."""
     # XLA compiles once per distinct shape: rounding lengths up bounds the compilations.
-    trim = functools.partial(trim_padding, multiple=JIT_LENGTH_MULTIPLE if config.jit else 1)
-    masked = config.model_type == "bert"
-    # Skipping replays the same epochs' masking, so a resumed run sees what it would have seen.
-    if isinstance(data, CorpusData):
-        # A plain generator, not tf.data: a bad line met mid-run stops the run with its one-line
-        # UserError rather than a TensorFlow error around it.
-        batches = itertools.islice(data.batches(config.batch_size, masked), start, None)
-        return (trim({name: tf.constant(value) for name, value in batch.items()})
-                for batch in batches)
-    if isinstance(data, ShardData):
-        dataset = data.dataset(config.batch_size, masked, start)
-    else:
-        dataset = data.dataset(config.batch_size, masked=masked).skip(start)
-    return iter(dataset.map(trim, num_parallel_calls=tf.data.AUTOTUNE)
-                .prefetch(tf.data.AUTOTUNE))
+    return data.batches(config.batch_size, masked=config.model_type == "bert", start=start,
+                        length_multiple=JIT_LENGTH_MULTIPLE if config.jit else 1)
 
 
-def train_in_phases(model, manager, batches, strategy, config: TrainConfig, tokenizer,
-                    progress: "Progress") -> bool:
-    """:func:`train_steps` over the steps left, phase by phase: the heads alone during
-    ``head_warmup_steps`` (see :mod:`nlp_tutorials.continued`), then the whole model.
+def train_in_phases(model, manager, data, strategy, config: TrainConfig, tokenizer,
+                    progress: Progress) -> bool:
+    """The run's steps after ``progress.start``, on ``data``'s batches, phase by phase: the
+    heads alone during ``head_warmup_steps`` (see :mod:`nlp_tutorials.continued`), then the
+    whole model. Returns True when Ctrl-C stopped the run early.
 
-    Each phase compiles its own step: a traced step keeps the variables it was traced with.
-    Returns True when Ctrl-C stopped the run early.
+    Each phase is one :func:`~nlp_tutorials.training.loop.train_steps`, which compiles its own
+    step: a traced step keeps the variables it was traced with.
     """
+    batches = training_batches(data, config, progress.start)
+    hooks = ()
+    if config.model_type == "bert":  # only BERT's batches hold masked tokens to show
+        hooks = (Hook(config.sample_every,
+                      lambda step, batch, metrics: progress.note(
+                          describe_predictions(model, tokenizer, batch))),)
+    settings = dict(
+        strategy=strategy, total=config.steps, progress=progress, hooks=hooks,
+        logs=Logs(str(Path(config.model_dir) / "logs"), config.log_every),
+        checkpoint=Hook(config.checkpoint_every,
+                        lambda step, batch, metrics: manager.save(checkpoint_number=step)),
+        jit=config.jit, input_pipelines=data.input_pipelines)
     for first, last, heads_only in continued.training_phases(
             progress.start, config.head_warmup_steps, config.steps):
         if heads_only:
             progress.note(f"steps {first}-{last}: the pre-training heads alone (encoder frozen)")
         with continued.heads_only(model, heads_only):
-            if train_steps(model, manager, batches, strategy, config, tokenizer, progress,
-                           first, last):
+            if train_steps(model, batches, first, last, **settings):
                 return True
     return False
-
-
-def train_steps(model, manager, batches, strategy, config: TrainConfig, tokenizer,
-                progress: "Progress", first: int, last: int) -> bool:
-    """Run steps ``first`` to ``last``; returns True when Ctrl-C stopped them early.
-
-    Each step reports to ``progress``, writes TensorBoard scalars every ``log_every`` steps,
-    shows a masked-token example every ``sample_every`` (BERT) and saves a checkpoint every
-    ``checkpoint_every`` (the final one is left to the caller).
-    """
-    batch = next(batches)
-    # With --data each worker feeds its own share of the global batch.
-    pipelines = distribute.input_pipeline(config.strategy)[0] if config.data else 1
-    step_fn = distribute.compiled_step(strategy, model, batch, jit_compile=config.jit,
-                                       input_pipelines=pipelines)
-    writer = tf.summary.create_file_writer(str(Path(config.model_dir) / "logs"))
-    with ctrl_c_stops_between_steps() as stop_requested:
-        try:
-            for step in range(first, last + 1):
-                metrics = {k: float(v) for k, v in step_fn(batch).items()}
-                progress.update(step, metrics)
-                if step % config.log_every == 0 or step == config.steps:
-                    with writer.as_default(step=step):
-                        for name, value in metrics.items():
-                            tf.summary.scalar(name, value)
-                if config.model_type == "bert" and step % config.sample_every == 0:
-                    progress.note(describe_predictions(model, tokenizer, batch))
-                if step % config.checkpoint_every == 0 and step != config.steps:
-                    manager.save(checkpoint_number=step)
-                if stop_requested.is_set():
-                    return True
-                if step < last:
-                    batch = next(batches)
-        except KeyboardInterrupt:
-            return True
-        finally:
-            writer.flush()
-    return False
-
-
-class Progress:
-    """The run's progress on standard output, with smoothed recent loss and accuracies.
-
-    On a terminal (or in a notebook) a Keras progress bar is redrawn in place every step.
-    Elsewhere (output to a file or a pipe) the bar's carriage returns and colour codes would
-    leave one line per step in the log, so instead one plain line goes to ``printer`` for the
-    run's first step, every ``every`` steps and the last:
-    ``step 50/1000 - 31s - loss: 6.1234 - mlm_accuracy: 0.1234 - nsp_accuracy: 0.5012``.
-    The values are exponential moving averages (weight 0.05 on the newest step), not Keras'
-    average since step 0, so they show what the model does now.
-    """
-
-    SHOWN = ("loss", "mlm_accuracy", "lm_accuracy", "nsp_accuracy")
-
-    def __init__(self, total: int, every: int, printer=print, start: int = 0,
-                 interactive: bool | None = None):
-        if interactive is None:
-            interactive = sys.stdout.isatty() or "ipykernel" in sys.modules
-        self.total, self.every, self.printer, self.start = total, every, printer, start
-        self.smoothed = {}
-        self.began = time.perf_counter()
-        self.bar = None
-        if interactive:
-            self.bar = keras.utils.Progbar(total, stateful_metrics=self.SHOWN, unit_name="step")
-            self.bar.update(start)
-
-    def update(self, step: int, metrics: dict) -> None:
-        """Record step ``step``'s metrics (a dict of floats) and show the progress."""
-        for name in self.SHOWN:
-            if name in metrics:
-                recent = self.smoothed.get(name, metrics[name])
-                self.smoothed[name] = 0.95 * recent + 0.05 * metrics[name]
-        if self.bar is not None:
-            self.bar.update(step, values=list(self.smoothed.items()))
-        elif step == self.start + 1 or step % self.every == 0 or step == self.total:
-            seconds = time.perf_counter() - self.began
-            values = "".join(f" - {name}: {value:.4f}" for name, value in self.smoothed.items())
-            self.printer(f"step {step}/{self.total} - {seconds:.0f}s{values}")
-
-    def note(self, text: str) -> None:
-        """Print ``text`` on lines of its own (below the bar, which it does not overwrite)."""
-        self.printer("\n" + text if self.bar is not None else text)
-
-
-@contextlib.contextmanager
-def ctrl_c_stops_between_steps():
-    """Within it, the first Ctrl-C (SIGINT) only sets the yielded threading.Event.
-
-    The training loop checks it after each step, so an interrupt never lands inside a
-    TensorFlow call or a checkpoint write (CI once saw an interrupted run abort with a glibc
-    heap-corruption error instead of saving). A second Ctrl-C raises KeyboardInterrupt at once.
-    Outside the main thread, where signals cannot be caught, the event is never set.
-    """
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def request_stop(signum, frame):
-        stop.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = signal.signal(signal.SIGINT, request_stop)
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def check_xla_available():
@@ -541,7 +468,7 @@ def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:
     return f"  target:    {' '.join(targets)}\n  predicted: {' '.join(predicted)}"
 
 
-def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
+def evaluate(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None) -> dict:
     """Masked-token (or next-token) and NSP accuracy on the MRPC test split.
 
     Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len
@@ -549,7 +476,7 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
     are means over full batches of ``batch_size`` pairs (the last partial batch, under
     ``batch_size`` of the 1,725 pairs, is left out). For BERT it also reports the
     most-frequent-token baseline: the accuracy of always guessing the token most often masked
-    in train.
+    in train (``train_pairs``: MRPC's train pairs when the run has read them already).
     """
     masked = config.model_type == "bert"
     test = PretrainingData(tokenizer, load_mrpc("test"), max_len=config.max_len,
@@ -563,7 +490,8 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
             totals[name] = totals.get(name, 0.0) + float(value) / len(batches)
     result = dict(totals)
     if masked:
-        result["baseline_accuracy"] = most_frequent_token_baseline(tokenizer, config, batches)
+        result["baseline_accuracy"] = most_frequent_token_baseline(
+            tokenizer, config, batches, train_pairs or load_mrpc("train"))
         printer(f"test masked-token accuracy {result['mlm_accuracy']:.3f} "
                 f"(most-frequent-token baseline {result['baseline_accuracy']:.3f}), "
                 f"NSP accuracy {result['nsp_accuracy']:.3f}")
@@ -574,9 +502,11 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print) -> dict:
     return result
 
 
-def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches) -> float:
-    """Accuracy on the test masks of always predicting train's most often masked token."""
-    train = PretrainingData(tokenizer, load_mrpc("train"), max_len=config.max_len,
+def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches,
+                                 train_pairs) -> float:
+    """Accuracy on the test masks of always predicting the token most often masked in
+    ``train_pairs`` (MRPC's train split)."""
+    train = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
                             seed=config.seed).epoch(0)
     chosen = train["mlm_ids"][train["mlm_weights"] > 0]
     if not chosen.size:  # a vocabulary that knows no MRPC word masks nothing
@@ -588,4 +518,3 @@ def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches) -
         hits += float(((batch["mlm_ids"].numpy() == guess) * weights).sum())
         total += float(weights.sum())
     return hits / max(total, 1.0)
-
