@@ -151,7 +151,7 @@ def test_a_token_task_runs_through_the_same_seam(monkeypatch):
 
     from nlp_tutorials.models.heads import TokenClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.training.finetuning import evaluate, head_outputs, train_epoch
+    from nlp_tutorials.training.finetuning import evaluate, head_outputs, train_epochs
 
     monkeypatch.setitem(TASKS, "toy_tags", ToyNumberTagging)
     task = get_task("toy_tags", dev_size=4)
@@ -162,9 +162,10 @@ def test_a_token_task_runs_through_the_same_seam(monkeypatch):
     head = task.build_head(tiny_bert(tokenizer), dropout=0.0)
     assert isinstance(head, TokenClassifier) and head.num_labels == 2
     head.compile(optimizer=keras.optimizers.Adam(1e-2))
-    metrics, _ = train_epoch(head, arrays, 4, np.random.default_rng(0),
-                             tf.distribute.get_strategy())
-    assert np.isfinite(float(metrics["loss"]))
+    losses = []
+    train_epochs(head, arrays, 1, 4, np.random.default_rng(0), tf.distribute.get_strategy(),
+                 lambda epoch, metrics: losses.append(float(metrics["loss"])))
+    assert len(losses) == 1 and np.isfinite(losses[0])
     outputs = head_outputs(head, arrays, batch_size=3)  # batches trimmed to different lengths
     assert outputs.shape == (8, 16, 2)
     full = head({k: arrays[k] for k in ("input_ids", "token_type_ids")}).numpy()
