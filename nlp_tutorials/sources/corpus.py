@@ -367,4 +367,4 @@ class CorpusData:
                        for batch in self.epoch_batches(epoch, batch_size, masked))
         for batch in itertools.islice(every_epoch, start, None):
             yield trim_padding({name: tf.constant(value) for name, value in batch.items()},
-                               length_multiple)
+                               length_multiple, pad_id=self.tokenizer.pad_id)

@@ -142,4 +142,5 @@ class PretrainingData:
                 length_multiple: int = 1):
         """Endless trimmed batches of :meth:`dataset` from step ``start + 1`` on; see
         :meth:`~nlp_tutorials.sources.source.PretrainingSource.batches`."""
-        return trimmed_batches(self.dataset(batch_size, masked).skip(start), length_multiple)
+        return trimmed_batches(self.dataset(batch_size, masked).skip(start),
+                               self.tokenizer.pad_id, length_multiple)

@@ -319,4 +319,5 @@ class ShardData:
                 length_multiple: int = 1):
         """This worker's rows of each global batch from step ``start + 1`` on, trimmed; see
         :meth:`~nlp_tutorials.sources.source.PretrainingSource.batches`."""
-        return trimmed_batches(self.dataset(batch_size, masked, start), length_multiple)
+        return trimmed_batches(self.dataset(batch_size, masked, start),
+                               self.tokenizer.pad_id, length_multiple)

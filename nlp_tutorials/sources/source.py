@@ -37,11 +37,12 @@ class PretrainingSource(Protocol):
         """How long an epoch is, as far as known before it runs: "N steps per epoch"."""
 
 
-def trimmed_batches(dataset, length_multiple: int = 1) -> Iterator[dict]:
+def trimmed_batches(dataset, pad_id: int, length_multiple: int = 1) -> Iterator[dict]:
     """An iterator over a ``tf.data`` pipeline of batches, each trimmed of its padding columns
-    (lengths rounded up to ``length_multiple``), prepared ahead of the step that reads it."""
+    (``pad_id`` in every row; lengths rounded up to ``length_multiple``), prepared ahead of the
+    step that reads it."""
     import tensorflow as tf
 
-    trim = functools.partial(trim_padding, multiple=length_multiple)
+    trim = functools.partial(trim_padding, multiple=length_multiple, pad_id=pad_id)
     return iter(dataset.map(trim, num_parallel_calls=tf.data.AUTOTUNE)
                 .prefetch(tf.data.AUTOTUNE))

@@ -21,6 +21,7 @@ continues from the newest intact checkpoint
 in one line and passed over).
 """
 import dataclasses
+import functools
 import json
 import math
 from pathlib import Path
@@ -482,8 +483,8 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print, train_pairs=N
     test = PretrainingData(tokenizer, load_mrpc("test"), max_len=config.max_len,
                            nsp_mode=config.nsp_mode, seed=config.seed + 1000)
     totals = {}
-    batches = list(test.dataset(config.batch_size, masked=masked, repeat=False)
-                   .map(trim_padding))
+    trim = functools.partial(trim_padding, pad_id=tokenizer.pad_id)
+    batches = list(test.dataset(config.batch_size, masked=masked, repeat=False).map(trim))
     step_fn = model.compiled_step(batches[0], training=False)
     for batch in batches:
         for name, value in step_fn(batch).items():
