@@ -81,8 +81,9 @@ def attention_data(model_name, src_tokens, attentions, tgt_tokens=None, queries=
     return _validate(data, where)
 
 
-def collect_attention(model, tokenizer, n, split="test") -> dict:
-    """Run the first ``n`` MRPC pairs of ``split`` through a GPT/BERT; the pickle's contents.
+def collect_attention(model, tokenizer, n, split="test", pairs=None) -> dict:
+    """Run the first ``n`` MRPC pairs of ``split`` (or of ``pairs``, when the caller has read
+    them already) through a GPT/BERT; the pickle's contents.
 
     Pairs are encoded as in training (``[CLS] s1 [SEP] s2 [SEP]``, truncated to the model's
     ``max_position_embeddings``), padded to the longest pair only. Returns the keyword
@@ -91,7 +92,7 @@ def collect_attention(model, tokenizer, n, split="test") -> dict:
     from nlp_tutorials.text.packing import encode_pairs
     from nlp_tutorials.tasks.mrpc import load_mrpc
 
-    pairs = load_mrpc(split)[:n]
+    pairs = (load_mrpc(split) if pairs is None else pairs)[:n]
     encoded = encode_pairs(tokenizer, pairs, model.config.max_position_embeddings)
     # Columns of padding alone carry no attention worth drawing (a model of 512 positions
     # would otherwise export [n, heads, 512, 512] per layer for 50-token pairs).
@@ -111,10 +112,10 @@ def as_numpy(found) -> dict:
             for kind, stacks in found.items()}
 
 
-def export_attention(model, tokenizer, n, path, split="test") -> Path:
-    """Pickle the attention, queries and keys of the first ``n`` MRPC pairs of ``split`` (see
-    :func:`collect_attention`). Returns the path written."""
-    return save_attention_pickle(path, **collect_attention(model, tokenizer, n, split))
+def export_attention(model, tokenizer, n, path, split="test", pairs=None) -> Path:
+    """Pickle the attention, queries and keys of the first ``n`` MRPC pairs of ``split`` (or
+    of ``pairs``; see :func:`collect_attention`). Returns the path written."""
+    return save_attention_pickle(path, **collect_attention(model, tokenizer, n, split, pairs))
 
 
 def collect_date_attention(model, n: int) -> dict:

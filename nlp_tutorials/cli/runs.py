@@ -36,7 +36,7 @@ def train(config, options, given) -> int:
     # Only the chief of a multi-worker run draws: the others hold copies of its weights.
     if not options.no_plots and is_chief(config.strategy):
         pickle_path = export_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
-                                       default_pickle(config.model_type))
+                                       default_pickle(config.model_type), run.test_pairs)
         draw(pickle_path, RESULTS, 0, None, None, config.model_type)
     return 0
 
@@ -50,11 +50,12 @@ def export(settings) -> None:
     export_attention(model, tokenizer, settings.n, settings.output)
 
 
-def export_attention(model, tokenizer, n: int, output) -> Path:
-    """Pickle the attention of a GPT or BERT on the first ``n`` MRPC test pairs."""
+def export_attention(model, tokenizer, n: int, output, test_pairs=None) -> Path:
+    """Pickle the attention of a GPT or BERT on the first ``n`` MRPC test pairs (read unless
+    ``test_pairs`` are given)."""
     from nlp_tutorials.analysis.visual import export_attention as export_pairs
 
-    path = export_pairs(model, tokenizer, n, output)
+    path = export_pairs(model, tokenizer, n, output, pairs=test_pairs)
     print(f"attention of {n} test pairs written to {path}")
     return path
 

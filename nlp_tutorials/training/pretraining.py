@@ -324,13 +324,14 @@ class PretrainedRun:
 
     ``config`` is the run's settled config (``max_len`` filled in, the saved run's settings on
     ``--resume``, ``model_dir`` this worker's); ``evaluation`` the test-split scores of
-    :func:`evaluate`.
+    :func:`evaluate`, and ``test_pairs`` the MRPC test pairs it read (for the attention export).
     """
 
     model: keras.Model
     tokenizer: object
     config: TrainConfig
     evaluation: dict
+    test_pairs: list
 
 
 def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False,
@@ -374,8 +375,9 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     if config.init_from:
         folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
         progress.note(f"wrote {folder} (finetune --init-from reads it)")
-    evaluation = evaluate(model, tokenizer, config, printer, text.train_pairs)
-    return PretrainedRun(model, tokenizer, config, evaluation)
+    test_pairs = load_mrpc("test")
+    evaluation = evaluate(model, tokenizer, config, printer, text.train_pairs, test_pairs)
+    return PretrainedRun(model, tokenizer, config, evaluation, test_pairs)
 
 
 def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy,
@@ -469,7 +471,8 @@ def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:
     return f"  target:    {' '.join(targets)}\n  predicted: {' '.join(predicted)}"
 
 
-def evaluate(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None) -> dict:
+def evaluate(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None,
+             test_pairs=None) -> dict:
     """Masked-token (or next-token) and NSP accuracy on the MRPC test split.
 
     Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len
@@ -477,10 +480,10 @@ def evaluate(model, tokenizer, config: TrainConfig, printer=print, train_pairs=N
     are means over full batches of ``batch_size`` pairs (the last partial batch, under
     ``batch_size`` of the 1,725 pairs, is left out). For BERT it also reports the
     most-frequent-token baseline: the accuracy of always guessing the token most often masked
-    in train (``train_pairs``: MRPC's train pairs when the run has read them already).
+    in train (``train_pairs``, ``test_pairs``: MRPC's pairs when the run has read them already).
     """
     masked = config.model_type == "bert"
-    test = PretrainingData(tokenizer, load_mrpc("test"), max_len=config.max_len,
+    test = PretrainingData(tokenizer, test_pairs or load_mrpc("test"), max_len=config.max_len,
                            nsp_mode=config.nsp_mode, seed=config.seed + 1000)
     totals = {}
     trim = functools.partial(trim_padding, pad_id=tokenizer.pad_id)
