@@ -277,7 +277,7 @@ class TrainConfig(Settings):
 
 @dataclasses.dataclass
 class FinetuneConfig(Settings):
-    """One fine-tuning run on MRPC (defaults documented in the README).
+    """One fine-tuning run of a task (MRPC by default; defaults documented in the README).
 
     The backbone comes from ``init_from`` (a real pretrained BERT folder, HuggingFace or Google
     format) when set, else from the ``train`` checkpoint in ``model_dir``, else (``from_scratch``)
