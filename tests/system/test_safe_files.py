@@ -20,7 +20,7 @@ from nlp_tutorials.analysis import visual
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.safe_pickle import ADMITTED
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = [0, pickle.HIGHEST_PROTOCOL]
 
 
@@ -408,7 +408,7 @@ def test_date_transformer_files_stopped_in_each_file(tmp_path, monkeypatch, nth)
 
 KILLED_KERAS_SAVE = """
 import hashlib, os, sys
-sys.path.insert(0, sys.argv[2])
+sys.path[:0] = sys.argv[2:]
 from interrupt import stop_at_write
 from test_safe_files import tiny_bert
 from nlp_tutorials.training.finetuning import save_head
@@ -429,7 +429,8 @@ def test_keras_save_killed_for_real_keeps_the_previous_model(tmp_path):
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(
-        [sys.executable, "-c", KILLED_KERAS_SAVE, str(tmp_path), str(ROOT / "tests")],
+        [sys.executable, "-c", KILLED_KERAS_SAVE, str(tmp_path), str(ROOT / "tests"),
+         str(ROOT / "tests" / "system")],
         capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == -9, result.stderr[-2000:]
     first_save = result.stdout.split()[-1]

@@ -20,7 +20,7 @@ from nlp_tutorials.cli import main
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.analysis.visual import save_attention_pickle
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZE = 8  # head size of the synthetic data
 
 

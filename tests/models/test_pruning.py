@@ -18,7 +18,7 @@ from nlp_tutorials.models.masks import padding_mask
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.models.layers import MultiHeadAttention
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 VOCAB = 40
 
 
