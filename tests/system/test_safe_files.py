@@ -19,6 +19,7 @@ from interrupt import TEMPORARY, Interrupted, killed_in_child, snapshot, stop_at
 from nlp_tutorials.analysis import visual
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.safe_pickle import ADMITTED
+from support import tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = [0, pickle.HIGHEST_PROTOCOL]
@@ -359,15 +360,9 @@ def test_finetune_results_killed_half_way(tmp_path, monkeypatch):
 
 
 def tiny_bert():
-    import keras
-
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.config import ModelConfig
-
-    keras.utils.set_random_seed(0)
-    return BERT(ModelConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
-                            num_attention_heads=2, intermediate_size=32,
-                            max_position_embeddings=16))
+    """16 wide and one layer: only its files matter here."""
+    return tiny_model("bert", hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=16)
 
 
 def test_keras_head_stopped_half_way(tmp_path, monkeypatch):
@@ -408,13 +403,15 @@ def test_date_transformer_files_stopped_in_each_file(tmp_path, monkeypatch, nth)
 
 KILLED_KERAS_SAVE = """
 import hashlib, os, sys
-sys.path[:0] = sys.argv[2:]
+sys.path.insert(0, sys.argv[2])
 from interrupt import stop_at_write
-from test_safe_files import tiny_bert
+from support import tiny_model
 from nlp_tutorials.training.finetuning import save_head
 from nlp_tutorials.models.heads import SequenceClassifier
 
-head = SequenceClassifier(tiny_bert())
+head = SequenceClassifier(tiny_model("bert", hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32,
+                                     max_position_embeddings=16))
 path = save_head(head, sys.argv[1])
 print(hashlib.sha256(path.read_bytes()).hexdigest(), flush=True)
 os.fsync = stop_at_write(1, kill=True)
@@ -429,8 +426,7 @@ def test_keras_save_killed_for_real_keeps_the_previous_model(tmp_path):
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     result = subprocess.run(
-        [sys.executable, "-c", KILLED_KERAS_SAVE, str(tmp_path), str(ROOT / "tests"),
-         str(ROOT / "tests" / "system")],
+        [sys.executable, "-c", KILLED_KERAS_SAVE, str(tmp_path), str(ROOT / "tests")],
         capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == -9, result.stderr[-2000:]
     first_save = result.stdout.split()[-1]
