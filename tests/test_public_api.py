@@ -36,6 +36,13 @@ def test_public_name_is_the_object_its_new_module_defines(old, name, new):
     assert name in importlib.import_module(old).__all__
 
 
+def test_baseline_module_runs_the_analysis():
+    import nlp_tutorials.analysis.baseline
+    import nlp_tutorials.baseline
+
+    assert nlp_tutorials.baseline.main is nlp_tutorials.analysis.baseline.main
+
+
 def run_module(*argv, timeout=120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)

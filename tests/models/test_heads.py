@@ -349,6 +349,7 @@ def digit_runs(rng, n, step=14):
             "tag_ids": tag_ids.astype("int32")}
 
 
+@pytest.mark.slow  # 300 steps
 def test_token_classifier_learns_bio_tags():
     train, test = train_and_test(digit_runs)
     head = TokenClassifier(tiny_backbone(seed=12), num_labels=3)
@@ -381,6 +382,7 @@ def marked_spans(rng, n, step=16):
             "start_positions": np.array(starts, "int32"), "end_positions": np.array(ends, "int32")}
 
 
+@pytest.mark.slow  # 300 steps
 def test_span_extractor_finds_the_marked_span():
     train, test = train_and_test(marked_spans)
     head = SpanExtractor(tiny_backbone(seed=13))
