@@ -18,19 +18,14 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 
 @pytest.fixture(scope="session")
-def make_tiny_model():
-    """``make_tiny_model(model_type="bert", seed=0, **overrides)``: a fresh tiny model, for a test
-    that changes it or needs other sizes (see support.tiny_model)."""
-    return tiny_model
-
-
-@pytest.fixture(scope="session")
 def tiny_bert():
-    """One tiny BERT shared by every test that only reads it (never train or prune it)."""
+    """One tiny BERT (support.tiny_model's defaults) shared by the tests that only read it: none
+    may compile it or change its weights. A test that does, or needs other sizes, calls
+    support.tiny_model itself."""
     return tiny_model("bert")
 
 
 @pytest.fixture(scope="session")
 def tiny_gpt():
-    """One tiny GPT shared by every test that only reads it (never train or prune it)."""
+    """One tiny GPT shared as :func:`tiny_bert` is."""
     return tiny_model("gpt")

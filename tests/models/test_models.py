@@ -17,8 +17,8 @@ VOCAB = TINY_MODEL["vocab_size"]
 
 
 @pytest.fixture(scope="module")
-def gpt():
-    return tiny_model("gpt", seed=1)
+def gpt(tiny_gpt):
+    return tiny_gpt  # only read here
 
 
 @pytest.fixture(scope="module")

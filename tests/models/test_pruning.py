@@ -16,7 +16,7 @@ from nlp_tutorials.models.heads import SequenceClassifier
 from nlp_tutorials.models.masks import padding_mask
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.models.layers import MultiHeadAttention
-from support import TINY_MODEL, tiny_config, tiny_model
+from support import TINY_MODEL, tiny_config
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 VOCAB = TINY_MODEL["vocab_size"]
@@ -24,7 +24,8 @@ VOCAB = TINY_MODEL["vocab_size"]
 
 @pytest.fixture(scope="module", params=["bert", "gpt"])
 def model(request):
-    return tiny_model(request.param, seed=7)
+    """The shared tiny BERT or GPT: the tests below only read it (pruning makes a new model)."""
+    return request.getfixturevalue(f"tiny_{request.param}")
 
 
 def ids_with_padding():
