@@ -2,7 +2,7 @@
 
 ``python -m pytest -m "not slow"`` leaves out the tests marked ``slow`` (those that start the
 command line in a subprocess, train for many steps, or need two replicas or two workers): the
-rest run in about a minute and a half on two cores and still reach every module.
+rest are the quick check, and still run some code of every module under nlp_tutorials/.
 """
 import os
 
