@@ -7,6 +7,34 @@ import sys
 from pathlib import Path
 
 
+# A model small enough to build in a fraction of a second; a test that depends on a size passes
+# it as an override. Dropout is off so that training=True and training=False agree.
+TINY_MODEL = dict(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=64, max_position_embeddings=24,
+                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def tiny_config(model_type: str = "bert", **overrides):
+    """A :class:`ModelConfig` of :data:`TINY_MODEL`'s sizes, ``overrides`` replacing any."""
+    from nlp_tutorials.models.config import ModelConfig
+
+    return ModelConfig(**{"model_type": model_type, **TINY_MODEL, **overrides})
+
+
+def tiny_model(model_type: str = "bert", seed: int = 0, **overrides):
+    """A tiny "bert", "gpt" or "transformer" with weights drawn from ``seed``: the constructor
+    calls the model once, so every weight exists when it returns."""
+    import keras
+
+    from nlp_tutorials.bert import BERT
+    from nlp_tutorials.gpt import GPT
+    from nlp_tutorials.transformer import Transformer
+
+    model_class = {"bert": BERT, "gpt": GPT, "transformer": Transformer}[model_type]
+    keras.utils.set_random_seed(seed)
+    return model_class(tiny_config(model_type, **overrides))
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` TCP ports on localhost that were free a moment ago (for local workers)."""
     sockets = [socket.socket() for _ in range(count)]

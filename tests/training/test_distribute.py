@@ -17,7 +17,7 @@ from nlp_tutorials.training.distribute import parse_tf_config
 from nlp_tutorials.system.errors import UserError
 from support import run_local_workers
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
 
 

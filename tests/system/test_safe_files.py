@@ -19,8 +19,9 @@ from interrupt import TEMPORARY, Interrupted, killed_in_child, snapshot, stop_at
 from nlp_tutorials.analysis import visual
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.safe_pickle import ADMITTED
+from support import tiny_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = [0, pickle.HIGHEST_PROTOCOL]
 
 
@@ -359,15 +360,9 @@ def test_finetune_results_killed_half_way(tmp_path, monkeypatch):
 
 
 def tiny_bert():
-    import keras
-
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.config import ModelConfig
-
-    keras.utils.set_random_seed(0)
-    return BERT(ModelConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
-                            num_attention_heads=2, intermediate_size=32,
-                            max_position_embeddings=16))
+    """16 wide and one layer: only its files matter here."""
+    return tiny_model("bert", hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=16)
 
 
 def test_keras_head_stopped_half_way(tmp_path, monkeypatch):
@@ -410,11 +405,13 @@ KILLED_KERAS_SAVE = """
 import hashlib, os, sys
 sys.path.insert(0, sys.argv[2])
 from interrupt import stop_at_write
-from test_safe_files import tiny_bert
+from support import tiny_model
 from nlp_tutorials.training.finetuning import save_head
 from nlp_tutorials.models.heads import SequenceClassifier
 
-head = SequenceClassifier(tiny_bert())
+head = SequenceClassifier(tiny_model("bert", hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32,
+                                     max_position_embeddings=16))
 path = save_head(head, sys.argv[1])
 print(hashlib.sha256(path.read_bytes()).hexdigest(), flush=True)
 os.fsync = stop_at_write(1, kill=True)

@@ -20,8 +20,8 @@ from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.system.errors import UserError
 from support import checkpoint_weights, weights_by_path
 
-FIXTURES = Path(__file__).parent / "fixtures"
-ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 

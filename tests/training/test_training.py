@@ -15,7 +15,7 @@ from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.system.errors import UserError
 from support import checkpoint_weights, weights_by_path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
 
 

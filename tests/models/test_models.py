@@ -7,33 +7,23 @@ import pytest
 import tensorflow as tf
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.gpt import GPT
 from nlp_tutorials.models.masks import MASK_VALUE, causal_mask, padding_mask
 from nlp_tutorials.models.layers import MultiHeadAttention
 from nlp_tutorials.models.transformer import Transformer
+from support import TINY_MODEL, tiny_config, tiny_model
 
-VOCAB = 40
-
-
-def tiny_config(model_type, **overrides):
-    values = dict(model_type=model_type, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
-                  num_attention_heads=4, intermediate_size=64, max_position_embeddings=24,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    values.update(overrides)
-    return ModelConfig(**values)
+VOCAB = TINY_MODEL["vocab_size"]
 
 
 @pytest.fixture(scope="module")
-def gpt():
-    keras.utils.set_random_seed(1)
-    return GPT(tiny_config("gpt"))
+def gpt(tiny_gpt):
+    return tiny_gpt  # only read here
 
 
 @pytest.fixture(scope="module")
 def bert():
-    keras.utils.set_random_seed(2)
-    return BERT(tiny_config("bert"))
+    return tiny_model("bert", seed=2)
 
 
 def random_ids(batch, step, seed=0, pad_from=None):

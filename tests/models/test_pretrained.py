@@ -21,7 +21,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.training.finetuning import load_finetuned, save_head
 from nlp_tutorials.models.heads import SequenceClassifier
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 TINY_HF = FIXTURES / "bert_tiny_hf"
 TINY_GOOGLE = FIXTURES / "bert_tiny_google"
 TOLERANCE = 1e-4

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.gpt import GPT
 from nlp_tutorials.models.heads import (
     MultipleChoice,
@@ -18,6 +17,7 @@ from nlp_tutorials.models.heads import (
     best_span,
 )
 from nlp_tutorials.models.masks import MASK_VALUE
+from support import tiny_model
 
 VOCAB = 30
 PAD, CLS, SEP = 0, 1, 2
@@ -25,12 +25,9 @@ WORDS = np.arange(3, VOCAB)  # ordinary tokens
 
 
 def tiny_backbone(seed=0, layers=1, model_class=BERT, **overrides):
-    keras.utils.set_random_seed(seed)
-    values = dict(model_type=model_class.__name__.lower(), vocab_size=VOCAB, hidden_size=32,
-                  num_hidden_layers=layers, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=16, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
-    return model_class(ModelConfig(**{**values, **overrides}))
+    return tiny_model(model_class.__name__.lower(), seed, vocab_size=VOCAB,
+                      num_hidden_layers=layers, num_attention_heads=2,
+                      max_position_embeddings=16, **overrides)
 
 
 def log_softmax(x):
@@ -352,6 +349,7 @@ def digit_runs(rng, n, step=14):
             "tag_ids": tag_ids.astype("int32")}
 
 
+@pytest.mark.slow  # 300 steps
 def test_token_classifier_learns_bio_tags():
     train, test = train_and_test(digit_runs)
     head = TokenClassifier(tiny_backbone(seed=12), num_labels=3)
@@ -384,6 +382,7 @@ def marked_spans(rng, n, step=16):
             "start_positions": np.array(starts, "int32"), "end_positions": np.array(ends, "int32")}
 
 
+@pytest.mark.slow  # 300 steps
 def test_span_extractor_finds_the_marked_span():
     train, test = train_and_test(marked_spans)
     head = SpanExtractor(tiny_backbone(seed=13))

@@ -19,8 +19,9 @@ from nlp_tutorials.analysis import explorer
 from nlp_tutorials.cli import main
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.analysis.visual import save_attention_pickle
+from support import tiny_config, tiny_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZE = 8  # head size of the synthetic data
 
 
@@ -274,15 +275,8 @@ def test_pickle_checks_queries_and_keys(tmp_path):
 
 @pytest.mark.parametrize("model_type", ["bert", "gpt", "transformer"])
 def test_attention_vectors_make_the_attention(model_type):
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.config import ModelConfig
-    from nlp_tutorials.gpt import GPT
-    from nlp_tutorials.transformer import Transformer
-
-    model_class = {"bert": BERT, "gpt": GPT, "transformer": Transformer}[model_type]
-    model = model_class(ModelConfig(
-        model_type=model_type, vocab_size=30, hidden_size=16, num_hidden_layers=2,
-        num_attention_heads=2, intermediate_size=32, max_position_embeddings=16))
+    model = tiny_model(model_type, vocab_size=30, hidden_size=16, num_attention_heads=2,
+                       intermediate_size=32, max_position_embeddings=16)
     ids = np.array([[2, 5, 6, 7, 0, 0], [2, 3, 4, 5, 6, 7]], np.int32)
     inputs = ({"src_ids": ids, "tgt_ids": ids} if model_type == "transformer"
               else {"input_ids": ids, "token_type_ids": np.zeros_like(ids)})
@@ -299,8 +293,6 @@ def test_attention_vectors_make_the_attention(model_type):
 
 
 def test_export_saves_vectors_and_segments_without_padding_columns(tmp_path):
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.config import ModelConfig
     from nlp_tutorials.text.packing import encode_pairs
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.text.tokenization import WordTokenizer
@@ -308,9 +300,9 @@ def test_export_saves_vectors_and_segments_without_padding_columns(tmp_path):
 
     pairs = load_mrpc("test")[:3]
     tokenizer = WordTokenizer.build([text for pair in pairs for text in (pair.s1, pair.s2)])
-    model = BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
-                             num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                             max_position_embeddings=128))
+    model = tiny_model("bert", vocab_size=tokenizer.vocab_size, hidden_size=16,
+                       num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                       max_position_embeddings=128)
     data = load_attention_pickle(export_attention(model, tokenizer, 3, tmp_path / "a.pkl"))
     encoded = encode_pairs(tokenizer, pairs, 128)
     longest = int((encoded["input_ids"] != 0).sum(1).max())
@@ -324,10 +316,8 @@ def test_export_saves_vectors_and_segments_without_padding_columns(tmp_path):
 # ---------- explore from model folders ----------
 
 def tiny_bert_config(tokenizer):
-    from nlp_tutorials.models.config import ModelConfig
-
-    return ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=2,
-                       num_attention_heads=2, intermediate_size=32, max_position_embeddings=128)
+    return tiny_config(vocab_size=tokenizer.vocab_size, hidden_size=16, num_attention_heads=2,
+                       intermediate_size=32, max_position_embeddings=128)
 
 
 def mrpc_tokenizer():

@@ -1,0 +1,70 @@
+"""The names users import, and the commands they run, still work after the package was laid out
+by layer: each old import gives the very object its new module defines."""
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (module users import from, public name, module that defines it now)
+PUBLIC_NAMES = [
+    ("nlp_tutorials.bert", "BERT", "nlp_tutorials.models.bert"),
+    ("nlp_tutorials.gpt", "GPT", "nlp_tutorials.models.gpt"),
+    ("nlp_tutorials.transformer", "Transformer", "nlp_tutorials.models.transformer"),
+    *[("nlp_tutorials.transformer", name, "nlp_tutorials.models.layers")
+      for name in ("MultiHeadAttention", "FeedForward", "EncoderLayer", "DecoderLayer",
+                   "Encoder", "Decoder", "Embeddings")],
+    ("nlp_tutorials.config", "ModelConfig", "nlp_tutorials.models.config"),
+    ("nlp_tutorials.config", "BertConfig", "nlp_tutorials.models.config"),
+    *[("nlp_tutorials.heads", name, "nlp_tutorials.models.heads")
+      for name in ("Head", "SequenceClassifier", "TokenClassifier", "SpanExtractor",
+                   "MultipleChoice")],
+    *[("nlp_tutorials.tokenization", name, "nlp_tutorials.text.tokenization")
+      for name in ("Tokenizer", "WordTokenizer", "WordPieceTokenizer", "load_tokenizer")],
+]
+
+
+@pytest.mark.parametrize("old, name, new", PUBLIC_NAMES,
+                         ids=[f"{old}.{name}" for old, name, _ in PUBLIC_NAMES])
+def test_public_name_is_the_object_its_new_module_defines(old, name, new):
+    imported = getattr(importlib.import_module(old), name)
+    assert imported is getattr(importlib.import_module(new), name)
+    assert imported.__module__ == new
+    assert name in importlib.import_module(old).__all__
+
+
+def test_baseline_module_runs_the_analysis():
+    import nlp_tutorials.analysis.baseline
+    import nlp_tutorials.baseline
+
+    assert nlp_tutorials.baseline.main is nlp_tutorials.analysis.baseline.main
+
+
+def run_module(*argv, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("command, subcommands", [
+    ("bert", ["train", "finetune", "export-model"]),
+    ("gpt", ["train", "generate"]),
+    ("transformer", ["train", "translate"]),
+])
+def test_launchers_still_answer_help(command, subcommands):
+    result = run_module(f"nlp_tutorials.{command}", "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: python -m nlp_tutorials.{command} ")
+    for subcommand in subcommands:
+        assert subcommand in result.stdout
+
+
+@pytest.mark.slow
+def test_baseline_still_runs_as_a_module():
+    """Fits the overlap baseline on all of MRPC train: several seconds."""
+    result = run_module("nlp_tutorials.baseline", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["majority: accuracy 66.5% F1 79.9",
+                                          "word overlap: accuracy 74.0% F1 81.7"]
