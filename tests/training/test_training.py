@@ -495,3 +495,27 @@ def test_fused_adamw_leaves_amsgrad_to_keras():
         finals.append(weight.numpy())
     np.testing.assert_allclose(finals[1], finals[0], atol=1e-7)
     assert np.abs(finals[1] - start).max() > 0.1
+
+
+@pytest.mark.slow
+def test_bert_train_reads_each_mrpc_split_once(tmp_path, monkeypatch):
+    """Pre-training, its test-split evaluation and the attention export share what was read."""
+    import pathlib
+
+    from nlp_tutorials.cli import main
+
+    reads = []
+    read_bytes = pathlib.Path.read_bytes
+
+    def counting(path):
+        if path.name.startswith("msr_paraphrase_"):
+            reads.append(path.name)
+        return read_bytes(path)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", counting)
+    monkeypatch.chdir(tmp_path)  # the attention pickle and pictures go under ./visual
+    assert main("bert", ["train", "--steps", "2", "--dim", "16", "--layers", "1", "--heads", "2",
+                         "--batch-size", "8", "--max-len", "32",
+                         "--model-dir", str(tmp_path / "model")]) == 0
+    assert sorted(reads) == ["msr_paraphrase_test.txt", "msr_paraphrase_train.txt"]
+    assert (tmp_path / "visual" / "tmp" / "bert_attention_matrix.pkl").is_file()

@@ -8,6 +8,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS, get_task
 from nlp_tutorials.tasks.base import ClassPrediction, Task
 from nlp_tutorials.tasks.mrpc import MrpcTask, Pair, load_mrpc
+from support import tiny_model
 
 
 def test_mrpc_task_reads_the_shipped_splits_and_holds_dev_out_of_train():
@@ -133,15 +134,10 @@ class ToyNumberTagging(Task):
 
 
 def tiny_bert(tokenizer, seed: int = 0):
-    import keras
-
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.config import ModelConfig
-
-    keras.utils.set_random_seed(seed)
-    return BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
-                            num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                            max_position_embeddings=16, pad_token_id=tokenizer.pad_id))
+    return tiny_model("bert", seed=seed, vocab_size=tokenizer.vocab_size, hidden_size=16,
+                      num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                      max_position_embeddings=16, pad_token_id=tokenizer.pad_id,
+                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
 
 def test_a_token_task_runs_through_the_same_seam(monkeypatch):

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from nlp_tutorials.models.trainable import TrainableModel
 from nlp_tutorials.training.loop import Hook, Logs, epoch_batches, train_steps
+from support import tiny_model
 
 RATE = 0.1
 
@@ -164,14 +165,9 @@ def test_epoch_batches_draws_each_epoch_only_when_the_one_before_is_done():
 # The pre-training sources: the same interface, the same loop.
 
 def tiny_bert(vocab_size: int):
-    from nlp_tutorials.models.bert import BERT
-    from nlp_tutorials.models.config import ModelConfig
-
-    keras.utils.set_random_seed(3)
-    model = BERT(ModelConfig(model_type="bert", vocab_size=vocab_size, hidden_size=16,
-                             num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                             max_position_embeddings=32, hidden_dropout_prob=0.0,
-                             attention_probs_dropout_prob=0.0))
+    model = tiny_model("bert", seed=3, vocab_size=vocab_size, hidden_size=16,
+                       num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                       max_position_embeddings=32)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
     return model
 
