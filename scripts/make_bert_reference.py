@@ -1,4 +1,4 @@
-"""Reference outputs for the pretrained-BERT tests (tests/test_pretrained.py), made once.
+"""Reference outputs for the pretrained-BERT tests (tests/models/test_pretrained.py), made once.
 
 Two steps, each in the environment that has what it needs; the project venv never gets torch:
 

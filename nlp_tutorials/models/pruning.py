@@ -3,7 +3,7 @@
 A masked head (``head_mask`` 0) still costs its share of every attention product; a pruned one
 is gone: the query, key and value projections lose its ``head_size`` columns and the output
 projection the matching rows, so the layer computes ``kept / heads`` of the attention work.
-Pruning a head gives the same outputs as masking it (tests/test_pruning.py checks this).
+Pruning a head gives the same outputs as masking it (tests/models/test_pruning.py checks this).
 
 The heads removed are recorded in ``ModelConfig.pruned_heads`` (numbered as in the unpruned
 model, as HuggingFace's ``config.json`` records them), so a saved model, a checkpoint or a

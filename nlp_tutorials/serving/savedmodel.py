@@ -79,7 +79,7 @@ class GraphWordPiece(tf.Module):
     """:class:`~nlp_tutorials.tokenization.WordPieceTokenizer` as TensorFlow ops.
 
     ``ids(sentences)``: string [batch] -> ragged int32 [batch, (tokens)], the ids
-    ``WordPieceTokenizer.tokenize`` gives (tests/test_serving.py checks every MRPC sentence).
+    ``WordPieceTokenizer.tokenize`` gives (tests/serving/test_serving.py checks every MRPC sentence).
     The vocabulary is compiled into the graph: the SavedModel needs no vocabulary file.
     """
 

@@ -1,3 +1,3 @@
 """Code that changes only how fast something is computed, each piece tested against the plain
-operation it replaces (``tests/test_kernels.py``) and timed against it
+operation it replaces (``tests/speed/test_kernels.py``) and timed against it
 (``benchmarks/kernel_speed.py``)."""

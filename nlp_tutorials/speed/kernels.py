@@ -2,7 +2,7 @@
 
 The model files use these in place of TensorFlow's and Keras' own operations. None of them
 changes what is computed; each only changes how, for a reason measured on a CPU and given in
-its docstring (figures in docs/performance.md). ``tests/test_kernels.py`` checks every one
+its docstring (figures in docs/performance.md). ``tests/speed/test_kernels.py`` checks every one
 against the plain version it replaces.
 
 - :func:`gelu`: the exact GELU with its derivative written out (less memory backwards).

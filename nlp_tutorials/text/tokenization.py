@@ -330,7 +330,7 @@ class WordPieceTokenizer(Tokenizer):
 
     Both steps are HuggingFace's ``tokenizers`` library (Rust): its ``BertNormalizer``,
     ``BertPreTokenizer`` and ``WordPiece`` model give the reference BERT tokenizer's ids on
-    every MRPC sentence (tests/test_wordpiece.py), tokenize all 11,602 of them in seconds, and
+    every MRPC sentence (tests/text/test_wordpiece.py), tokenize all 11,602 of them in seconds, and
     a widely used, maintained library is likelier right on rare characters than a copy of ours.
     Special tokens written in the text (e.g. "[MASK]") are ordinary text here, as in
     google-research/bert.
