@@ -2,7 +2,7 @@
 
     python benchmarks/optimizer_update.py
 
-``nlp_tutorials.kernels.AdamW`` does each weight's Adam update with TensorFlow's fused
+``nlp_tutorials.speed.kernels.AdamW`` does each weight's Adam update with TensorFlow's fused
 ``ResourceApplyAdam`` kernel; Keras' AdamW uses about ten element-wise ops per weight. Both get
 the same random gradients for weights shaped as the default pre-training model (256 wide,
 4 layers, FFN 1024, vocabulary 19,500: 8.1 M weights), each update compiled as a

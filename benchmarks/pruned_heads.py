@@ -4,7 +4,7 @@
 
 For each share, the least important heads are chosen as ``bert heads --prune`` chooses them (10%
 at a time, importance on the 408 dev pairs measured again after each tenth, each layer keeping
-one) and pruned (``nlp_tutorials.pruning``), with ``--recover-epochs`` fine-tuned again as
+one) and pruned (``nlp_tutorials.models.pruning``), with ``--recover-epochs`` fine-tuned again as
 ``bert heads --recover-epochs`` does, and the pruned model is scored on the
 1,725 MRPC test pairs and timed on them through ``predict``'s path
 (``finetuning.class_probabilities``, batches of 64 pairs trimmed to their longest). The

@@ -23,7 +23,7 @@ and ``bert_tiny_hf_pruned/`` with ``bert_tiny_pruned_reference.npz`` (a pruned t
 
 Step 2 rewrites ``bert_tiny_hf/`` as Google's original TF checkpoint in ``bert_tiny_google/``,
 with the names google-research/bert used, spelled out below independently of
-nlp_tutorials.pretrained so the test checks that module's table against a second one.
+nlp_tutorials.models.pretrained so the test checks that module's table against a second one.
 """
 import json
 import shutil

@@ -14,7 +14,7 @@ import signal
 import stat
 import time
 
-# The temporary files nlp_tutorials.files writes first: ".<name>.tmp<pid><suffixes>".
+# The temporary files nlp_tutorials.system.files writes first: ".<name>.tmp<pid><suffixes>".
 TEMPORARY = re.compile(r"\..+\.tmp[0-9]+.*")
 
 

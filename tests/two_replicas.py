@@ -76,7 +76,7 @@ def one_step(cls, config, optimizer):
     for target, source in zip(mirrored.weights, single.weights):
         target.assign(source.numpy())
     before = [w.numpy() for w in single.weights]
-    # Independent of nlp_tutorials.distribute: the model's own step, one device.
+    # Independent of nlp_tutorials.training.distribute: the model's own step, one device.
     single_metrics = single.compiled_step(batch)(batch)
     mirrored_metrics = distribute.compiled_step(MIRRORED, mirrored, batch)(batch)
     halves = [single.step({k: v[i:i + 4] for k, v in batch.items()}, training=False)["loss"]

@@ -7,7 +7,7 @@ importance is how much the loss moves with it,
     I_h = sum over examples x of |dL(x) / d xi_h|,
 
 normalised per layer to unit L2 norm. A head whose importance is small can be masked, or pruned
-for good (:mod:`nlp_tutorials.pruning`), at little cost. The attention entropy of a head (nats,
+for good (:mod:`nlp_tutorials.models.pruning`), at little cost. The attention entropy of a head (nats,
 averaged over the real query tokens) tells how spread out its attention is.
 
 ``python -m nlp_tutorials.bert heads --model-dir <fine-tuned model>`` writes

@@ -13,7 +13,7 @@ positions, keys are source positions). For GPT, ``"encoder"`` is the causal self
 so its upper triangle is zero. In every array, ``[example, head, i, j]`` is how much query position
 ``i`` attends to key position ``j``.
 
-Exports also hold what the explorer (:mod:`nlp_tutorials.explorer`) shows in its neuron view,
+Exports also hold what the explorer (:mod:`nlp_tutorials.analysis.explorer`) shows in its neuron view,
 the queries and keys whose dot products made each attention score, and for GPT/BERT the segment
 of every token (optional: older pickles lack them)::
 
@@ -21,11 +21,11 @@ of every token (optional: older pickles lack them)::
      "keys":    {entry: [float32 array per layer, shape [n, heads, key_step, head_size]]},
      "segments": [[0 or 1 per position] per example]    # GPT/BERT: first or second sentence
 
-``plot`` reads a pickle with :mod:`nlp_tutorials.safe_pickle`, which builds only dicts, lists,
+``plot`` reads a pickle with :mod:`nlp_tutorials.system.safe_pickle`, which builds only dicts, lists,
 tuples, strings, numbers and numeric numpy arrays and refuses everything else (``os.system``,
 ``eval``, classes, object arrays) before it runs, so an attention pickle from someone else cannot
 run code here. ``pickle.load`` on the same file would run whatever it names: read shared pickles
-with this module (or :mod:`nlp_tutorials.safe_pickle`), never with ``pickle.load``.
+with this module (or :mod:`nlp_tutorials.system.safe_pickle`), never with ``pickle.load``.
 
 This module never imports TensorFlow, and imports matplotlib only inside the plotting functions,
 so the command line stays fast and works without a display.
@@ -141,7 +141,7 @@ def export_date_attention(model, n: int, path) -> Path:
 def load_attention_pickle(path, model_name="bert") -> dict:
     """Load and check an attention pickle; arrays come back as float32 [n, heads, q_step, k_step].
 
-    The file is read with :func:`nlp_tutorials.safe_pickle.load_data`: a pickle naming anything
+    The file is read with :func:`nlp_tutorials.system.safe_pickle.load_data`: a pickle naming anything
     but data (a function, a class, an object array) is refused in one line naming it, and
     nothing it names is run. ``model_name`` only names the export command to suggest when the
     file is missing.

@@ -87,7 +87,7 @@ def explore(settings) -> None:
 
 
 def prepare(settings) -> None:
-    """``prepare``: the tokenizer, then the shards (nlp_tutorials.shards)."""
+    """``prepare``: the tokenizer, then the shards (nlp_tutorials.sources.shards)."""
     from nlp_tutorials.sources.corpus import corpus_files, learn_tokenizer
     from nlp_tutorials.text.tokenization import load_tokenizer
 
@@ -131,7 +131,7 @@ def predict(settings) -> None:
 
 
 def heads(settings) -> None:
-    """``bert heads``: score, study, prune (nlp_tutorials.bertology)."""
+    """``bert heads``: score, study, prune (nlp_tutorials.analysis.bertology)."""
     start_tensorflow()
     from nlp_tutorials.analysis.bertology import heads_command
 

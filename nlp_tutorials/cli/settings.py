@@ -78,7 +78,7 @@ class PlotSettings(Settings):
 
 @dataclasses.dataclass(kw_only=True)
 class ExploreSettings(Settings):
-    """``explore``: one self-contained HTML page of the attention (nlp_tutorials.explorer)."""
+    """``explore``: one self-contained HTML page of the attention (nlp_tutorials.analysis.explorer)."""
 
     model_type: str = "bert"
     model_dir: str = setting("", "model to run: a trained one, or (bert) a fine-tuned one "
@@ -140,7 +140,7 @@ class PredictSettings(Settings):
 
 @dataclasses.dataclass(kw_only=True)
 class HeadsSettings(Settings):
-    """``heads``: which attention heads a fine-tuned BERT needs (nlp_tutorials.bertology)."""
+    """``heads``: which attention heads a fine-tuned BERT needs (nlp_tutorials.analysis.bertology)."""
 
     model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model from `finetune`; "
                                                         "head_importance.json is written "
@@ -172,7 +172,7 @@ class HeadsSettings(Settings):
 
 @dataclasses.dataclass(kw_only=True)
 class ExportModelSettings(Settings):
-    """``export-model``: the fine-tuned model as a SavedModel (nlp_tutorials.serving)."""
+    """``export-model``: the fine-tuned model as a SavedModel (nlp_tutorials.serving.savedmodel)."""
 
     model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model from `finetune`")
     output: str = setting(help="model base folder; the SavedModel goes into OUTPUT/VERSION")

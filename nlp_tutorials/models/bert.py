@@ -29,7 +29,7 @@ class BERT(GPT):
     def from_pretrained(cls, path, printer=print) -> "BERT":
         """A BERT with real pretrained weights from a folder in HuggingFace's format
         (``config.json``, ``model.safetensors``) or Google's (``bert_config.json``,
-        ``bert_model.ckpt.*``); see :mod:`nlp_tutorials.pretrained`.
+        ``bert_model.ckpt.*``); see :mod:`nlp_tutorials.models.pretrained`.
 
         Pre-training heads the checkpoint lacks keep their fresh initialisation, and
         ``printer`` gets a one-line note saying so. Bad folders raise UserError.

@@ -114,9 +114,9 @@ class FeedForward(keras.layers.Layer):
     """Position-wise feed-forward network: dense(intermediate, act) -> dense(hidden).
 
     ``call(x)`` maps [batch, step, hidden] to [batch, step, hidden]: ``output(intermediate(x))``,
-    computed on transposed activations by :func:`~nlp_tutorials.kernels.transposed_feed_forward`
+    computed on transposed activations by :func:`~nlp_tutorials.speed.kernels.transposed_feed_forward`
     (same result, faster backward pass on CPU). With ``chunk_size_feed_forward`` in the config
-    it runs that many positions at a time (:func:`~nlp_tutorials.kernels.in_chunks`): the same
+    it runs that many positions at a time (:func:`~nlp_tutorials.speed.kernels.in_chunks`): the same
     result with a smaller intermediate activation.
     """
 

@@ -15,7 +15,7 @@ come from. A document longer than :data:`DOCUMENT_PIECE_LINES` lines is cut into
 many lines, each then treated as a document, so one endless document cannot fill the memory.
 
 Everything here is plain Python and numpy (TensorFlow only holds the finished batches, in
-:meth:`CorpusData.batches`); :mod:`nlp_tutorials.shards` writes the same pairs to TFRecord
+:meth:`CorpusData.batches`); :mod:`nlp_tutorials.sources.shards` writes the same pairs to TFRecord
 files once, so training need not tokenize again.
 """
 import glob

@@ -1,6 +1,6 @@
 """A corpus tokenized once into TFRecord shards, and the ``tf.data`` pipeline that reads them.
 
-``prepare`` (:func:`prepare_shards`) streams a corpus through :mod:`nlp_tutorials.corpus` and
+``prepare`` (:func:`prepare_shards`) streams a corpus through :mod:`nlp_tutorials.sources.corpus` and
 writes each pre-training pair, unmasked, to one of N shard files in turn: ``input_ids``
 (``[CLS] A [SEP] B [SEP]``, no padding), ``token_type_ids`` and ``nsp_label``. Beside them go
 the tokenizer (``vocab.txt``, ``tokenizer_config.json``) and ``corpus.json``, which names the
@@ -214,7 +214,7 @@ def training_dataset(directory, tokenizer, batch_size: int, seed: int, masked: b
                      whole_word_mask: bool = False):
     """Endless batches of this input pipeline's shards, from batch ``start`` on.
 
-    Each batch is a dict as :meth:`~nlp_tutorials.data.PretrainingData.dataset` yields, with
+    Each batch is a dict as :meth:`~nlp_tutorials.sources.mrpc.PretrainingData.dataset` yields, with
     ``batch_size`` rows [batch_size, max_len]. Masking is drawn per batch from a generator
     seeded with (seed, pipeline_id, batch number), so every epoch masks anew and a resumed run
     (``start`` batches skipped before they are parsed) sees what it would have seen.
@@ -236,7 +236,7 @@ def training_dataset(directory, tokenizer, batch_size: int, seed: int, masked: b
 def batch_masker(tokenizer, seed: int, pipeline_id: int, max_len: int,
                  whole_word_mask: bool = False):
     """A ``Dataset.map`` function (batch number, batch) -> the batch with BERT's masking
-    (:func:`~nlp_tutorials.data.mask_tokens`, run as numpy inside the pipeline)."""
+    (:func:`~nlp_tutorials.text.masking.mask_tokens`, run as numpy inside the pipeline)."""
     import tensorflow as tf
 
     max_predictions = default_max_predictions(max_len)

@@ -2,7 +2,7 @@
 
 ``pickle.load`` calls whatever the file names (``os.system``, ``eval``, any class's
 ``__setstate__``), so a hostile pickle runs its own code. :func:`load_data` builds only what
-:func:`nlp_tutorials.visual.save_attention_pickle` writes: dicts, lists, tuples, strings,
+:func:`nlp_tutorials.analysis.visual.save_attention_pickle` writes: dicts, lists, tuples, strings,
 numbers, booleans, None and numpy arrays of booleans, integers, floats or complex numbers.
 Anything else stops the load with :class:`Refused` before it is built.
 

@@ -133,7 +133,7 @@ class TrainConfig(Settings):
     ``tokenizer`` is "word" (whole words) or "wordpiece" (a ``vocab_size`` sub-word vocabulary
     learned from MRPC train); ``whole_word_mask`` masks all pieces of a word together.
     ``strategy``, ``cpu_replicas`` and ``precision`` say where and how the step runs (see
-    :mod:`nlp_tutorials.distribute`); ``batch_size`` is the global batch, split across replicas.
+    :mod:`nlp_tutorials.training.distribute`); ``batch_size`` is the global batch, split across replicas.
     ``steps`` of a run extended on resume is its new total; ``schedule_extensions`` says where
     it was extended. Fields without a flag are set in Python (``model_type`` by the command).
     """
@@ -176,7 +176,7 @@ class TrainConfig(Settings):
     # No flag sets it: ``train --resume --steps N`` past the planned steps appends one
     # {"at_step", "from_steps", "to_steps", "rate_at_step"} record; the schedule of an extended
     # run is rebuilt from the first record's from_steps and every at_step and to_steps (see
-    # nlp_tutorials.optimization.WarmupLinearDecay); rate_at_step is for the reader of the file.
+    # nlp_tutorials.training.optimization.WarmupLinearDecay); rate_at_step is for the reader of the file.
     schedule_extensions: tuple = ()
     # Pre-train on your own text instead of MRPC (docs/corpus.md): a corpus read as a stream
     # (its tokenizer learned from its first ``tokenizer_sample_mb`` MB), or the TFRecord
@@ -190,7 +190,7 @@ class TrainConfig(Settings):
                         metavar="DIR", exclusive="text")
     tokenizer_sample_mb: int = setting(8, "with --corpus: learn the vocabulary from the "
                                           "corpus' first this many MB", kind=positive_int)
-    # Continued pre-training (nlp_tutorials.continued): a pretrained BERT folder to start from,
+    # Continued pre-training (nlp_tutorials.training.continued): a pretrained BERT folder to start from,
     # and the first steps that train only the pre-training heads.
     init_from: str = setting("", "continue pre-training a real BERT: a folder with "
                                  "config.json, vocab.txt and model.safetensors (HuggingFace) "
@@ -333,7 +333,7 @@ class FinetuneConfig(Settings):
 class DateTrainConfig(Settings):
     """One training run on the date task (defaults reach >= 99% held-out exact match).
 
-    See :mod:`nlp_tutorials.dates` for the task and :mod:`nlp_tutorials.seq2seq` for the run.
+    See :mod:`nlp_tutorials.tasks.dates` for the task and :mod:`nlp_tutorials.training.seq2seq` for the run.
     """
 
     model_dir: str = setting("visual/models/transformer", "where config.json and the weights go")

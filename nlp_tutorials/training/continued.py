@@ -116,7 +116,7 @@ def training_phases(start: int, head_warmup_steps: int, steps: int) -> list:
     """The run's remaining steps as (first, last, heads only) phases, after step ``start``.
 
     Steps 1..head_warmup_steps train the heads alone, the rest everything (the learning rate
-    of each: :class:`~nlp_tutorials.optimization.HeadsFirst`). A run resumed past the warm-up
+    of each: :class:`~nlp_tutorials.training.optimization.HeadsFirst`). A run resumed past the warm-up
     has one phase left.
     """
     phases = []

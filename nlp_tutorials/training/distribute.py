@@ -6,7 +6,7 @@ its rows of the global batch and runs the model's own ``step()`` there. Two thin
 sums right:
 
 - every loss is (sum over this replica's examples) / (weight of the *global* batch)
-  (:func:`nlp_tutorials.losses.global_sum`), so the replicas' losses and gradients add up
+  (:func:`nlp_tutorials.models.losses.global_sum`), so the replicas' losses and gradients add up
   to the single-device ones;
 - the Keras optimizer all-reduces gradients by SUM across replicas before applying them.
 

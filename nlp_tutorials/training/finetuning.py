@@ -10,7 +10,7 @@ kept, and only that model is scored on the test split. With ``dev_size`` 0 every
 trains and the last epoch is kept: the usual second stage once a recipe (its number of epochs
 above all) has been chosen on dev.
 
-``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.pretrained`).
+``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.models.pretrained`).
 
 Files in ``output_dir``: ``model.keras`` (head + backbone), ``task.json`` (the task's name and
 label names), ``vocab.txt`` + ``tokenizer_config.json``, ``results.json``.
@@ -255,7 +255,7 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     seed's without dev examples) with its tokenizer and task; return the test summary.
 
     Under ``--strategy multiworker`` the workers other than the chief write into a sub-folder
-    of ``output_dir`` (see :func:`nlp_tutorials.distribute.worker_dir`).
+    of ``output_dir`` (see :func:`nlp_tutorials.training.distribute.worker_dir`).
     """
     task = get_task(config.task)  # an unknown name stops the run before anything starts
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.

@@ -1,8 +1,8 @@
 """The optimizer of every run: AdamW with BERT's schedule (linear warm-up, then linear decay).
 
 :func:`make_optimizer` is used by pre-training (:mod:`nlp_tutorials.training`), fine-tuning
-(:mod:`nlp_tutorials.finetune`) and the date task (:mod:`nlp_tutorials.seq2seq`). The AdamW
-itself is :class:`nlp_tutorials.kernels.AdamW` (Keras' AdamW on TensorFlow's fused kernel).
+(:mod:`nlp_tutorials.training.finetuning`) and the date task (:mod:`nlp_tutorials.training.seq2seq`). The AdamW
+itself is :class:`nlp_tutorials.speed.kernels.AdamW` (Keras' AdamW on TensorFlow's fused kernel).
 """
 from typing import NamedTuple
 
@@ -101,7 +101,7 @@ class HeadsFirst(keras.optimizers.schedules.LearningRateSchedule):
     """A constant ``head_rate`` for the first ``head_steps`` updates, then ``then`` from its
     own first update: ``then`` warms up again when the rest of the model starts training.
 
-    Continued pre-training (:mod:`nlp_tutorials.continued`) trains fresh pre-training heads
+    Continued pre-training (:mod:`nlp_tutorials.training.continued`) trains fresh pre-training heads
     alone first; they need a higher rate than a trained encoder tolerates, and the encoder's
     Adam moments start from zero when it joins, so its rate climbs from 0 as at any start.
     """

@@ -8,16 +8,16 @@ what it learns from: MRPC's pairs, a corpus or shards), builds the model and its
 which runs the model's compiled ``step()``, reports to
 :class:`~nlp_tutorials.training.loop.Progress` and saves checkpoints. It hands back the trained
 model, which :func:`evaluate` has scored on the MRPC test split. The optimizer and schedule
-are in :mod:`nlp_tutorials.optimization`, checkpoints in :mod:`nlp_tutorials.checkpoints`.
+are in :mod:`nlp_tutorials.training.optimization`, checkpoints in :mod:`nlp_tutorials.training.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
 ``checkpoints/`` (``tf.train.CheckpointManager``: the newest few, each written before the
 ``checkpoint`` index file is atomically switched to it), ``logs/`` (TensorBoard), and after a
 run from a real checkpoint (``--init-from``) ``pretrained/``, which ``finetune --init-from``
-reads (:mod:`nlp_tutorials.continued`). ``--resume``
+reads (:mod:`nlp_tutorials.training.continued`). ``--resume``
 continues from the newest intact checkpoint
-(:func:`~nlp_tutorials.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
+(:func:`~nlp_tutorials.training.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
 in one line and passed over).
 """
 import dataclasses
@@ -221,7 +221,7 @@ def refuse_vocab_size_without_wordpiece(config: TrainConfig, given: set) -> None
 def checkpoint_text_run(config: TrainConfig, given: set, text):
     """(config, tokenizer, model config) of continued pre-training (``--init-from``) on
     MRPC, a corpus or shards: the checkpoint settles the model and tokenizer
-    (:func:`~nlp_tutorials.continued.checkpoint_run`), the text the default max_len."""
+    (:func:`~nlp_tutorials.training.continued.checkpoint_run`), the text the default max_len."""
     config, tokenizer, model_config = continued.checkpoint_run(
         text.settle(config, given), given, text.default_max_len)
     text.check_tokenizer(tokenizer, config.init_from)
@@ -295,7 +295,7 @@ def optimizer_schedule(config: TrainConfig):
 def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> TrainConfig:
     """``config``'s run lengthened to ``steps``, continuing from step ``at``.
 
-    The learning rate follows :class:`~nlp_tutorials.optimization.WarmupLinearDecay`'s rule
+    The learning rate follows :class:`~nlp_tutorials.training.optimization.WarmupLinearDecay`'s rule
     for extensions; ``train_config.json`` records the new total and the extension (written
     atomically), so a later ``--resume`` rebuilds the same schedule.
     """
@@ -422,7 +422,7 @@ def training_batches(data, config: TrainConfig, start: int):
 def train_in_phases(model, manager, data, strategy, config: TrainConfig, tokenizer,
                     progress: Progress) -> bool:
     """The run's steps after ``progress.start``, on ``data``'s batches, phase by phase: the
-    heads alone during ``head_warmup_steps`` (see :mod:`nlp_tutorials.continued`), then the
+    heads alone during ``head_warmup_steps`` (see :mod:`nlp_tutorials.training.continued`), then the
     whole model. Returns True when Ctrl-C stopped the run early.
 
     Each phase is one :func:`~nlp_tutorials.training.loop.train_steps`, which compiles its own

@@ -2,7 +2,7 @@
 network off, and what the page draws (the numbers it puts on the canvas as ``data-drawn``) is
 compared with the pickle it was made from, within the quantization error the page states.
 
-Chromium is found by :func:`nlp_tutorials.explorer.find_chromium` (``NLP_TUTORIALS_CHROMIUM``,
+Chromium is found by :func:`nlp_tutorials.analysis.explorer.find_chromium` (``NLP_TUTORIALS_CHROMIUM``,
 else ``chromium``/``chromium-browser`` on the PATH); without one these tests skip and say so.
 """
 import json

@@ -44,7 +44,7 @@ NOTE = ("Numbers in this file are stored compactly: each attention weight as one
         "component as a signed byte with one scale per example, layer and head (within half a "
         "step, max|v| / 254), deflate-compressed and base64-encoded inside the page. Padding is "
         "left out; lines of weight under 3/255 (about 1%) are not drawn.")
-IMPORTANCE_FILE = "head_importance.json"  # written by `bert heads` (nlp_tutorials.bertology)
+IMPORTANCE_FILE = "head_importance.json"  # written by `bert heads` (nlp_tutorials.analysis.bertology)
 TEMPLATE_FILES = ("template.html", "explorer.css", "explorer.js")
 
 
