@@ -16,6 +16,7 @@ import numpy as np
 
 from nlp_tutorials.tasks import dates
 from nlp_tutorials.training.config import DateTrainConfig
+from nlp_tutorials.training.loop import Hook, train_steps
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.models.decoding import decode, seq2seq_stepper
 from nlp_tutorials.system.errors import UserError, first_line
@@ -35,18 +36,18 @@ def train(config: DateTrainConfig, printer=print) -> dict:
     keras.utils.set_random_seed(config.seed)
     model = Transformer(config.model_config())
     model.compile(optimizer=make_optimizer(config.learning_rate, config.steps))
-    rng = np.random.default_rng(config.seed)
-    first = {"src_ids": sources[:config.batch_size], "tgt_ids": targets[:config.batch_size]}
-    step_fn = model.compiled_step(first)
     printer(f"transformer {config.dim}d/{config.layers} layers/{config.heads} heads: "
             f"{len(train_dates)} train dates, {len(held_out)} held out, {config.steps} steps "
             f"of {config.batch_size}")
-    for step in range(1, config.steps + 1):
-        rows = rng.integers(0, len(train_dates), config.batch_size)
-        metrics = step_fn({"src_ids": sources[rows], "tgt_ids": targets[rows]})
+
+    def report(step, batch, metrics):
         if step % config.log_every == 0 or step == config.steps:
-            printer(f"step {step}: loss {float(metrics['loss']):.4f}, "
-                    f"character accuracy {float(metrics['token_accuracy']):.4f}")
+            printer(f"step {step}: loss {metrics['loss']:.4f}, "
+                    f"character accuracy {metrics['token_accuracy']:.4f}")
+
+    if train_steps(model, random_batches(sources, targets, config.batch_size, config.seed),
+                   1, config.steps, hooks=(Hook(1, report),)):
+        raise KeyboardInterrupt
     save(model, config)
     predictions = translate(model, [dates.source_text(d) for d in held_out])
     score = dates.exact_match(predictions, [dates.target_text(d) for d in held_out])
@@ -59,6 +60,15 @@ def train(config: DateTrainConfig, printer=print) -> dict:
         printer(f"  wrong: {source} -> {prediction}")
     save_run(config, score, seconds)
     return {"exact_match": score, "seconds": seconds}
+
+
+def random_batches(sources, targets, batch_size: int, seed: int):
+    """Endless batches of dates drawn at random with replacement: ``src_ids`` [batch, 8] and
+    ``tgt_ids`` [batch, 13] int32 (the encodings of :mod:`nlp_tutorials.tasks.dates`)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        rows = rng.integers(0, len(sources), batch_size)
+        yield {"src_ids": sources[rows], "tgt_ids": targets[rows]}
 
 
 def save_run(config: DateTrainConfig, score: float, seconds: float) -> Path:
