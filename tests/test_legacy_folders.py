@@ -87,7 +87,7 @@ def test_pretrained_folder_restores_the_newest_checkpoint_into_the_same_outputs(
 
 def test_finetuned_folder_gives_the_same_logits_and_probabilities(legacy):
     expected = EXPECTED["bert_finetuned"]
-    head, tokenizer = load_finetuned(legacy / "bert_finetuned")
+    head, tokenizer, _ = load_finetuned(legacy / "bert_finetuned")
     arrays = encode_pairs(tokenizer, load_mrpc("test")[:2],
                           head.backbone.config.max_position_embeddings)
     assert arrays["input_ids"].tolist() == expected["input_ids"]

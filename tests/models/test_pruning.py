@@ -208,6 +208,7 @@ def minilm():
     return BERT.from_pretrained(Path(spec.origin).parent / "model", printer=lambda line: None)
 
 
+@pytest.mark.slow  # loads the 90 MB all-MiniLM-L6-v2 checkpoint
 def test_minilm_head_mask_hidden_states_and_pruning_match_transformers_4():
     model = minilm()
     with np.load(FIXTURES / "bert_minilm_reference.npz") as inputs, \

@@ -48,6 +48,7 @@ class BatchLogs(keras.callbacks.Callback):
         self.logs.append(dict(logs))
 
 
+@pytest.mark.slow  # 30 training steps through Keras fit
 def test_fit_trains_bert_with_its_step_and_logs_its_metrics():
     model = tiny(BERT)
     model.compile(optimizer=keras.optimizers.Adam(3e-3))

@@ -1,4 +1,6 @@
 """The pre-training loop and the command line: checkpoints, resume, kill -9, progress, flags."""
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -69,13 +71,28 @@ def test_help_answers_without_tensorflow():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A tiny BERT trained for 6 steps: its folder, what pretrain returned, what it printed."""
-    from nlp_tutorials.training.pretraining import pretrain
+    """A tiny BERT trained for 6 steps by `bert train`, run in a fresh working folder (the
+    attention pickle and pictures go under its visual/): the model folder (run/ in that working
+    folder), what pretrain returned, and what the command printed. One run serves the tests of
+    the saved folder and those of the command, as training is most of their time."""
+    from nlp_tutorials.cli import main
+    from nlp_tutorials.training import pretraining
 
-    model_dir = tmp_path_factory.mktemp("bert")
-    printed = []
-    run = pretrain(tiny_config(model_dir), printer=printed.append)
-    return model_dir, run, "\n".join(printed)
+    workdir = tmp_path_factory.mktemp("bert")
+    runs, real_pretrain = [], pretraining.pretrain
+
+    def keeping_the_run(*args, **kwargs):
+        runs.append(real_pretrain(*args, **kwargs))
+        return runs[-1]
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.chdir(workdir)
+        patch.setattr(pretraining, "pretrain", keeping_the_run)
+        status = main("bert", ["train", *TINY, "--steps", "6", "--checkpoint-every", "3",
+                               "--sample-every", "3", "--model-dir", str(workdir / "run")])
+    assert status == 0, out.getvalue()
+    return workdir / "run", runs[0], out.getvalue()
 
 
 def test_training_leaves_everything_later_commands_need(trained):
@@ -224,17 +241,14 @@ def test_export_and_plot_commands(trained, tmp_path):
     assert result.returncode == 2 and "run `python -m nlp_tutorials.bert train" in result.stderr
 
 
-def test_train_command_exports_and_draws_the_model_it_trained(tmp_path, monkeypatch, capsys):
-    from nlp_tutorials.cli import main
+def test_train_command_exports_and_draws_the_model_it_trained(trained):
     from nlp_tutorials.analysis.visual import load_attention_pickle
 
-    monkeypatch.chdir(tmp_path)  # the attention pickle and pictures go under visual/
-    status = main("bert", ["train", *TINY, "--steps", "2", "--model-dir", "run"])
-    out = capsys.readouterr().out
-    assert status == 0, out
+    model_dir, _, out = trained
+    workdir = model_dir.parent  # where the command ran
     assert "attention of 32 test pairs written to visual/tmp/bert_attention_matrix.pkl" in out
-    assert "pictures written:" in out and list((tmp_path / "visual" / "results").glob("*.png"))
-    data = load_attention_pickle(tmp_path / "visual" / "tmp" / "bert_attention_matrix.pkl")
+    assert "pictures written:" in out and list((workdir / "visual" / "results").glob("*.png"))
+    data = load_attention_pickle(workdir / "visual" / "tmp" / "bert_attention_matrix.pkl")
     assert [a.shape for a in data["attentions"]["encoder"]] == [(32, 2, 32, 32)]
 
 
