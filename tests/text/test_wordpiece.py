@@ -212,7 +212,7 @@ def test_learn_vocab_too_small():
 @pytest.mark.slow
 def test_trained_on_mrpc_is_reproducible_and_covers_train():
     train = [s for p in load_mrpc("train") for s in (p.s1, p.s2)]
-    code = ("import sys, hashlib; from nlp_tutorials.data import load_mrpc;"
+    code = ("import sys, hashlib; from nlp_tutorials.tasks.mrpc import load_mrpc;"
             "from nlp_tutorials.tokenization import WordPieceTokenizer as W;"
             "t = W.train([s for p in load_mrpc('train') for s in (p.s1, p.s2)], 2000);"
             "print(hashlib.sha256('\\n'.join(t.vocab).encode()).hexdigest())")
