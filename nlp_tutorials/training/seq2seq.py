@@ -41,12 +41,16 @@ def train(config: DateTrainConfig, printer=print) -> dict:
             f"of {config.batch_size}")
 
     def report(step, batch, metrics):
-        if step % config.log_every == 0 or step == config.steps:
-            printer(f"step {step}: loss {metrics['loss']:.4f}, "
-                    f"character accuracy {metrics['token_accuracy']:.4f}")
+        printer(f"step {step}: loss {metrics['loss']:.4f}, "
+                f"character accuracy {metrics['token_accuracy']:.4f}")
 
+    # Every log_every steps and the last; a hook due at a step makes the loop wait for its
+    # metrics, so the steps between stay asynchronous.
+    hooks = (Hook(config.log_every, report),)
+    if config.steps % config.log_every:
+        hooks += (Hook(config.steps, report),)
     if train_steps(model, random_batches(sources, targets, config.batch_size, config.seed),
-                   1, config.steps, hooks=(Hook(1, report),)):
+                   1, config.steps, hooks=hooks):
         raise KeyboardInterrupt
     save(model, config)
     predictions = translate(model, [dates.source_text(d) for d in held_out])
