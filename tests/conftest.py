@@ -3,6 +3,10 @@
 ``python -m pytest -m "not slow"`` leaves out the tests marked ``slow`` (those that start the
 command line in a subprocess, train for many steps, or need two replicas or two workers): the
 rest are the quick check, and still run some code of every module under nlp_tutorials/.
+
+Under ``CI=true`` (what CI services set, and .ci/run) the explorer's browser tests may not skip:
+a CI machine without Chromium or playwright fails them, so a lost browser cannot pass unseen.
+On a developer's machine they skip and say why.
 """
 import os
 
@@ -29,3 +33,32 @@ def tiny_bert():
 def tiny_gpt():
     """One tiny GPT shared as :func:`tiny_bert` is."""
     return tiny_model("gpt")
+
+
+def on_ci() -> bool:
+    """Whether this run is a CI run (``CI=true``), where a missing tool fails its tests."""
+    return os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """(path of the Chromium the browser tests drive, playwright's sync API to drive it).
+
+    Chromium is found by :func:`nlp_tutorials.analysis.explorer.find_chromium`
+    (``NLP_TUTORIALS_CHROMIUM``, else ``chromium`` or ``chromium-browser`` on the PATH). Without
+    it or playwright the test skips, naming what is missing; under ``CI=true`` it fails."""
+    from nlp_tutorials.analysis.explorer import find_chromium
+
+    executable, driver, missing = find_chromium(), None, None
+    if executable is None:
+        missing = "no Chromium found: set NLP_TUTORIALS_CHROMIUM or put chromium on the PATH"
+    else:
+        try:
+            import playwright.sync_api as driver
+        except ImportError:
+            missing = "playwright (the test extra) is not installed"
+    if missing and on_ci():
+        pytest.fail(f"{missing}; under CI=true the browser tests fail rather than skip")
+    if missing:
+        pytest.skip(missing)
+    return executable, driver

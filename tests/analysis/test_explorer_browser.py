@@ -2,8 +2,12 @@
 network off, and what the page draws (the numbers it puts on the canvas as ``data-drawn``) is
 compared with the pickle it was made from, within the quantization error the page states.
 
+Pictures (the PNG download, a screenshot) are decoded with Pillow and their pixels compared
+with the weights, never with the page's own numbers alone.
+
 Chromium is found by :func:`nlp_tutorials.analysis.explorer.find_chromium` (``NLP_TUTORIALS_CHROMIUM``,
-else ``chromium``/``chromium-browser`` on the PATH); without one these tests skip and say so.
+else ``chromium``/``chromium-browser`` on the PATH; see the ``chromium`` fixture in conftest.py):
+without one these tests skip and say so, except under ``CI=true``, where they fail.
 """
 import json
 import os
@@ -11,6 +15,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from nlp_tutorials.analysis import explorer
 from nlp_tutorials.analysis.visual import attention_data
@@ -22,17 +27,13 @@ TOLERANCE = explorer.WEIGHT_ERROR + 1e-6  # float32 weights vs the page's byte /
 
 
 @pytest.fixture(scope="module")
-def browser():
-    executable = explorer.find_chromium()
-    if executable is None:
-        pytest.skip("no Chromium found: set NLP_TUTORIALS_CHROMIUM or put chromium on the PATH")
-    playwright_api = pytest.importorskip("playwright.sync_api",
-                                         reason="playwright (the test extra) is not installed")
+def browser(chromium):
+    executable, playwright_api = chromium
     with playwright_api.sync_playwright() as driver:
         args = ["--no-sandbox"] if os.geteuid() == 0 else []
-        chromium = driver.chromium.launch(executable_path=executable, args=args)
-        yield chromium
-        chromium.close()
+        launched = driver.chromium.launch(executable_path=executable, args=args)
+        yield launched
+        launched.close()
 
 
 @pytest.fixture
@@ -84,6 +85,62 @@ def real_length(tokens):
     return len(explorer.unpadded_positions(tokens))
 
 
+def pixels_of(png) -> np.ndarray:
+    """[height, width, 3] uint8: the PNG file ``png`` decoded by Pillow."""
+    with Image.open(png) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def hue_and_chroma(pixels):
+    """Hue in degrees [0, 360) and chroma (max - min channel, 0..1) of [..., 3] uint8 pixels.
+
+    A line of colour c drawn with opacity a over white is 1 - a (1 - c): the same hue as c, so
+    the hue tells which head drew a pixel whatever the line's weight."""
+    r, g, b = np.moveaxis(pixels.astype(np.float64) / 255, -1, 0)
+    top = np.maximum(np.maximum(r, g), b)
+    chroma = top - np.minimum(np.minimum(r, g), b)
+    safe = np.where(chroma > 0, chroma, 1.0)
+    sector = np.select([top == r, top == g], [((g - b) / safe) % 6, (b - r) / safe + 2],
+                       (r - g) / safe + 4)
+    return sector * 60, chroma
+
+
+def near_hue(hue, degrees, within=20):
+    """[...] bool: whether each hue lies within ``within`` degrees of ``degrees``, round the
+    wheel."""
+    return np.abs((hue - degrees + 180) % 360 - 180) <= within
+
+
+def head_hue(head, heads):
+    """The hue of head ``head``'s lines and chip: evenly spaced round the colour wheel."""
+    return 360 * head / heads
+
+
+def canvas_pixels(page) -> np.ndarray:
+    """[height, width, 3] uint8: what the page's canvas holds now, read with getImageData."""
+    width, height, rgba = page.evaluate("""() => {
+        const canvas = document.getElementById("view");
+        const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height);
+        return [canvas.width, canvas.height, Array.from(data.data)]; }""")
+    return np.array(rgba, np.uint8).reshape(height, width, 4)[..., :3]
+
+
+def download(page, button, path):
+    """Click ``button`` and save the file it downloads as ``path``."""
+    with page.expect_download() as started:
+        page.click(button)
+    started.value.save_as(path)
+    return path
+
+
+def heatmap_colour(weight):
+    """[..., 3] the model view's colour of ``weight`` (float array): the stored byte
+    round(255 w) on a square-root scale ("darker is more", docs/explorer.md) from white (0) to
+    dark blue (1): 255 - (225, 185, 115) sqrt(byte / 255)."""
+    stored = np.round(255 * np.asarray(weight, np.float64)) / 255
+    return 255 - np.array([225, 185, 115]) * np.sqrt(stored)[..., None]
+
+
 def check_lines(lines, weights, heads, only=None):
     """Drawn [head, i, j, weight] lines against ``weights`` [heads, q, k] (unpadded): each drawn
     weight within the error, and every weight above the drawing threshold drawn."""
@@ -113,6 +170,18 @@ def test_head_view_draws_the_pickle_weights(open_page, tmp_path):
     check_lines(result["lines"], weights, [1, 2])
     page.screenshot(path=tmp_path / "head.png")
     assert (tmp_path / "head.png").read_bytes()[:4] == PNG_MAGIC
+    # On screen, between the token columns: lines in the hues of heads 1 and 2, none in head
+    # 0's (red), which is switched off.
+    box = page.locator("#view").bounding_box()
+    layout = page.evaluate("explorer.scene().layout")
+    left, right = (int(box["x"] + layout[x]) + sign * 8 for x, sign in (("xLeft", 1),
+                                                                         ("xRight", -1)))
+    top, bottom = int(box["y"] + layout["top"]), int(box["y"] + box["height"]) - 12
+    hue, chroma = hue_and_chroma(pixels_of(tmp_path / "head.png")[top:bottom, left:right])
+    coloured = hue[chroma > 0.1]
+    for head in (1, 2):
+        assert near_hue(coloured, head_hue(head, 3)).sum() > 100, f"no line of head {head}"
+    assert not near_hue(coloured, head_hue(0, 3), within=40).any(), "head 0's lines are shown"
 
 
 def test_hovering_a_token_shows_only_its_lines(open_page):
@@ -188,19 +257,21 @@ def test_seq2seq_cross_attention_and_causal_neuron_view(open_page):
 def test_saves_png_and_svg_of_the_same_drawing(open_page, tmp_path):
     page, data = open_page(bert_data(), example=1)
     result = drawn(page, view="head", example=1)
-    with page.expect_download() as download:
-        page.click("#save-png")
-    png = tmp_path / "view.png"
-    download.value.save_as(png)
+    png = download(page, "#save-png", tmp_path / "view.png")
     header = png.read_bytes()
     width, height = (int.from_bytes(header[at:at + 4], "big") for at in (16, 20))
     assert header[:4] == PNG_MAGIC
     assert (width, height) == tuple(page.evaluate("[explorer.scene().width, "
                                                   "explorer.scene().height]"))
-    with page.expect_download() as download:
-        page.click("#save-svg")
-    svg = tmp_path / "view.svg"
-    download.value.save_as(svg)
+    # The file holds the drawing on the canvas, pixel for pixel, and that drawing is not
+    # blank: head 0's lines (red, the only head shown) between the token columns.
+    pixels = pixels_of(png)
+    np.testing.assert_array_equal(pixels, canvas_pixels(page))
+    layout = page.evaluate("explorer.scene().layout")
+    hue, chroma = hue_and_chroma(pixels[:, layout["xLeft"] + 8:layout["xRight"] - 8])
+    assert near_hue(hue[chroma > 0.1], head_hue(0, 3)).sum() > 100
+    assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50
+    svg = download(page, "#save-svg", tmp_path / "view.svg")
     root = ElementTree.parse(svg).getroot()
     namespace = "{http://www.w3.org/2000/svg}"
     segments = sum(path.get("d").count("M") for path in root.iter(f"{namespace}path"))
@@ -208,3 +279,22 @@ def test_saves_png_and_svg_of_the_same_drawing(open_page, tmp_path):
     texts = [text.text for text in root.iter(f"{namespace}text")]
     tokens = data["src"][1][:real_length(data["src"][1])]
     assert texts[2:] == tokens + tokens  # the column titles, then queries and keys
+
+
+def test_saved_png_of_the_model_view_holds_every_heads_heatmap(open_page, tmp_path):
+    """Each (layer, head) picture of the model view, read from the PNG download at the centre
+    of each token's block, has the colour of the pickle's weight there."""
+    page, data = open_page(bert_data(), example=1, view="model")
+    result = drawn(page, view="model", example=1)
+    pixels = pixels_of(download(page, "#save-png", tmp_path / "model.png"))
+    length = real_length(data["src"][1])
+    assert len(result["cells"]) == 2 * 3
+    for cell in result["cells"]:
+        weights = data["attentions"]["encoder"][cell["layer"]][1][cell["head"], :length, :length]
+        centres = (np.arange(length) + 0.5) * cell["size"] / length  # one block per token
+        rows = (cell["y"] + centres).astype(int)
+        columns = (cell["x"] + centres).astype(int)
+        shown = pixels[rows[:, None], columns[None, :]].astype(np.float64)  # [q, k, 3]
+        # The page rounds each channel to a byte: within 1 of the exact colour.
+        assert np.abs(shown - heatmap_colour(weights)).max() <= 1, cell
+        assert len(np.unique(shown.reshape(-1, 3), axis=0)) > length  # a picture, not a fill
