@@ -14,7 +14,8 @@ import pytest
 
 pytestmark = pytest.mark.slow  # each case starts pytest in a subprocess
 ROOT = Path(__file__).resolve().parents[2]
-ONE_BROWSER_TEST = "tests/analysis/test_explorer_browser.py::test_head_view_draws_the_pickle_weights"
+ONE_BROWSER_TEST = ("tests/analysis/test_explorer_browser.py"
+                    "::test_head_view_draws_the_pickle_weights")
 
 
 def run_browser_test(tmp_path, ci: str | None):

@@ -328,6 +328,32 @@ def mrpc_tokenizer():
                                 for text in (pair.s1, pair.s2)])
 
 
+def set_weights_of_our_own(model, seed: int):
+    """Overwrite every kernel and embedding table of ``model`` with normal values (sd 0.5,
+    against the initializer's 0.02) drawn from ``seed``; biases and LayerNorms stay as built.
+
+    A fresh model's attention is nearly uniform; with these weights it is sharp in every
+    layer, so a page that shows a freshly initialised model rather than the saved one cannot
+    match. (Biases of that size would make every position alike after one layer.)"""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        if weight.path.endswith(("kernel", "embeddings")):
+            weight.assign(rng.normal(0, 0.5, weight.shape).astype(np.float32))
+    return model
+
+
+def check_entry_against(example, entry, expected, fresh, case, q_len, k_len):
+    """The page's ``entry`` weights of one example against the saved model's attention
+    (``expected``, per layer [n, heads, q, k]); ``fresh``, a new model's, must differ."""
+    layers, heads = len(expected), np.asarray(expected[0]).shape[1]
+    weights, _, _ = decode_entry(example, entry, layers, heads, q_len, k_len)
+    for layer in range(layers):
+        exact = np.asarray(expected[layer])[case][:, :q_len, :k_len]
+        assert np.abs(weights[layer] / 255 - exact).max() <= explorer.WEIGHT_ERROR + 1e-6
+        other = np.asarray(fresh[layer])[case][:, :q_len, :k_len]
+        assert np.abs(other - exact).max() > 0.1  # the check can tell the two models apart
+
+
 def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.text.packing import encode_pairs
@@ -358,13 +384,15 @@ def test_explore_a_pretraining_folder(tmp_path):
     import tensorflow as tf
 
     from nlp_tutorials.bert import BERT
+    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.text.packing import encode_pairs
     from nlp_tutorials.training.checkpoints import training_checkpoint
 
     tokenizer = mrpc_tokenizer()
     config = tiny_bert_config(tokenizer)
     config.save(tmp_path)
     tokenizer.save(tmp_path)
-    model = BERT(config)
+    model = set_weights_of_our_own(BERT(config), seed=6)
     tf.train.CheckpointManager(training_checkpoint(model), str(tmp_path / "checkpoints"),
                                max_to_keep=1).save()
     assert run_explore("bert", "--model-dir", tmp_path, "--n", 2, "--output",
@@ -372,6 +400,16 @@ def test_explore_a_pretraining_folder(tmp_path):
     page = page_json(tmp_path / "page.html")
     assert len(page["examples"]) == 2 and page["has_vectors"] and page["importance"] is None
     assert page["initial"] == {"example": 0, "layer": 1, "head": 0, "view": "neuron"}
+    # The page shows the checkpoint's model on the first two MRPC test pairs.
+    encoded = encode_pairs(tokenizer, load_mrpc("test")[:2], 128)
+    inputs = {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
+    expected = model(inputs)["attentions"]["encoder"]
+    fresh = BERT(config)(inputs)["attentions"]["encoder"]
+    for case, example in enumerate(page["examples"]):
+        length = int((inputs["input_ids"][case] != 0).sum())
+        assert example["src"] == tokenizer.convert_ids_to_tokens(
+            inputs["input_ids"][case][:length])
+        check_entry_against(example, "encoder", expected, fresh, case, length, length)
 
 
 def test_explore_the_date_transformer(tmp_path):
@@ -381,7 +419,8 @@ def test_explore_the_date_transformer(tmp_path):
     from nlp_tutorials.transformer import Transformer
 
     config = DateTrainConfig(model_dir=str(tmp_path), dim=16, layers=1, heads=2)
-    save(Transformer(config.model_config()), config)
+    model = set_weights_of_our_own(Transformer(config.model_config()), seed=7)
+    save(model, config)
     page = page_json(explorer.explore("transformer", tmp_path / "page.html",
                                       model_dir=tmp_path, n=2))
     assert page["entries"] == ["encoder", "decoder", "encoder_decoder"]
@@ -394,3 +433,21 @@ def test_explore_the_date_transformer(tmp_path):
     # Cross-attention rows are softmaxes over the real source tokens: each sums to 1.
     assert np.abs(weights.sum(-1) / 255 - 1).max() <= len(example["src"]) * explorer.WEIGHT_ERROR
     assert queries.shape[-1] == keys.shape[-1] == 8
+    # The first two held-out dates, a token a character: YY-MM-DD read, [BOS] DD/Mon/YYYY fed
+    # to the decoder; the weights are the saved model's attention on them.
+    days = dates.split()[1][:2]
+    assert len(page["examples"]) == len(days)
+    for day, example in zip(days, page["examples"]):
+        assert example["src"] == list(day.strftime("%y-%m-%d"))
+        month = dates.MONTHS[day.month - 1]
+        assert example["tgt"] == ["[BOS]", *f"{day.day:02d}/{month}/{day.year}"]
+    inputs = {side: np.array([[dates.IDS[token] for token in example[tokens]]
+                              for example in page["examples"]], np.int32)
+              for side, tokens in (("src_ids", "src"), ("tgt_ids", "tgt"))}
+    expected = model(inputs)["attentions"]
+    fresh = Transformer(config.model_config())(inputs)["attentions"]
+    src_len, tgt_len = inputs["src_ids"].shape[1], inputs["tgt_ids"].shape[1]
+    for case, example in enumerate(page["examples"]):
+        for entry, q_len, k_len in (("encoder", src_len, src_len), ("decoder", tgt_len, tgt_len),
+                                    ("encoder_decoder", tgt_len, src_len)):
+            check_entry_against(example, entry, expected[entry], fresh[entry], case, q_len, k_len)
