@@ -304,21 +304,49 @@ def mrpc_corpus(path: Path, documents: int = 12, sentences: int = 6) -> Path:
     return path
 
 
+def logged_scalars(folder: Path, name: str) -> dict:
+    """{step: value} of the TensorBoard scalar ``name`` in the event files under ``folder``."""
+    found = {}
+    for path in folder.rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == name:
+                    found[event.step] = float(tf.make_ndarray(value.tensor))
+    return found
+
+
 def test_continued_on_a_corpus(headless, tmp_path):
     """--init-from with --corpus: the checkpoint's vocabulary (not one learned from the text),
     the corpus' default length capped by the checkpoint's 64 positions, and a run that trains."""
+    from nlp_tutorials.training.continued import initial_model
     from nlp_tutorials.training.pretraining import pretrain
 
     text = mrpc_corpus(tmp_path / "corpus.txt")
-    config = run_config(tmp_path / "run", headless, corpus=str(text), max_len=0, steps=2,
+    model_dir = tmp_path / "run"
+    config = run_config(model_dir, headless, corpus=str(text), max_len=0, steps=2,
                         head_warmup_steps=1)
     printed = []
     run = pretrain(config, given={"head_warmup_steps"}, printer=printed.append)
-    vocab = (tmp_path / "run" / "vocab.txt").read_text().split()
+    vocab = (model_dir / "vocab.txt").read_text().split()
     assert vocab == (headless / "vocab.txt").read_text().split()
     assert run.config.max_len == 64 and run.config.corpus == str(text)
     assert "steps 1-1: the pre-training heads" in "\n".join(printed)
-    assert (tmp_path / "run" / "pretrained" / "model.safetensors").is_file()
+    assert (model_dir / "pretrained" / "model.safetensors").is_file()
+    # Both steps ran: the optimizer counted them, step 2's loss is in the TensorBoard logs, and
+    # the last checkpoint, ckpt-2, holds the trained weights.
+    assert int(run.model.optimizer.iterations.numpy()) == 2
+    loss = logged_scalars(model_dir / "logs", "loss")
+    assert list(loss) == [2] and np.isfinite(loss[2]) and loss[2] > 0
+    trained = weights_by_path(run.model)
+    saved = checkpoint_weights(model_dir / "checkpoints" / "ckpt-2")
+    assert saved.keys() == trained.keys()
+    for path, value in trained.items():
+        np.testing.assert_array_equal(saved[path], value, err_msg=path)
+    # Step 1 trained the fresh heads at the heads' rate (the encoder's rate at step 2, the
+    # schedule's last, is 0): every head kernel moved from the values the run drew for it.
+    drawn = weights_by_path(initial_model(headless, run.config.seed, printer=lambda _: None))
+    kernels = [path for path in trained if is_head(path) and path.endswith("kernel")]
+    assert kernels and all(not np.array_equal(trained[path], drawn[path]) for path in kernels)
 
 
 def test_shards_must_carry_the_checkpoint_vocabulary(headless, tmp_path):
