@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -196,7 +197,49 @@ def test_document_pairs_is_reproducible():
         assert l1 == l2 and a1.tolist() == a2.tolist() and b1.tolist() == b2.tolist()
 
 
-def test_epochs_mask_afresh_and_are_reproducible(text, tokenizer):
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # never chosen, never drawn
+
+
+def masking_outcomes(original, batch, tokenizer) -> dict:
+    """What BERT's masking did to ``original`` ids [n, step], given the ``batch`` it made:
+    the count of chosen positions that became [MASK], another token, or stayed as they were.
+
+    Checks on the way that only chosen positions changed, that ``mlm_ids`` hold the original
+    ids there, that each row has round(15% of its real tokens) chosen (at least one), and that
+    a replacement is never a special token."""
+    masked = np.asarray(batch["input_ids"])
+    positions, weights = np.asarray(batch["mlm_positions"]), np.asarray(batch["mlm_weights"]) > 0
+    specials = [tokenizer.vocab.index(token) for token in SPECIAL_TOKENS]
+    chosen = np.zeros(original.shape, dtype=bool)
+    chosen[np.nonzero(weights)[0], positions[weights]] = True
+    assert not (masked != original)[~chosen].any(), "an unchosen position changed"
+    np.testing.assert_array_equal(np.asarray(batch["mlm_ids"])[weights], original[chosen])
+    real = (~np.isin(original, specials)).sum(axis=1)
+    np.testing.assert_array_equal(chosen.sum(axis=1), np.maximum(1, np.rint(0.15 * real)))
+    now = masked[chosen]
+    is_mask, kept = now == tokenizer.mask_id, now == original[chosen]
+    assert not np.isin(now[~is_mask & ~kept], specials).any(), "a special token drawn"
+    return {"mask": int(is_mask.sum()), "other": int((~is_mask & ~kept).sum()),
+            "kept": int(kept.sum())}
+
+
+def check_bert_proportions(counts: dict, tokenizer, only_mask: bool = False) -> None:
+    """Chosen tokens: 80% [MASK], 10% a random ordinary token, 10% kept (a random draw of the
+    token itself, 1 in V of them, shows as kept), each count within 5 standard deviations of
+    its binomial. Each position is drawn independently, so a right masking misses that band
+    with probability under 1e-6 per count; a 100/0/0 or 80/20/0 masking lands far outside it
+    once a few hundred positions are counted."""
+    total = sum(counts.values())
+    ordinary = tokenizer.vocab_size - len(SPECIAL_TOKENS)  # V: what a random draw picks from
+    expected = {"mask": 0.8, "other": 0.1 * (1 - 1 / ordinary), "kept": 0.1 + 0.1 / ordinary}
+    for outcome, p in expected.items():
+        if only_mask and outcome != "mask":
+            continue
+        band = 5 * np.sqrt(p * (1 - p) / total)
+        assert abs(counts[outcome] / total - p) <= band, (outcome, counts, band)
+
+
+def test_epochs_mask_afresh_and_are_reproducible(tmp_path, text, tokenizer):
     data = CorpusData(str(text), tokenizer, max_len=32, seed=3)
     first = next(data.epoch_batches(0, 4))
     again = next(CorpusData(str(text), tokenizer, max_len=32, seed=3).epoch_batches(0, 4))
@@ -207,6 +250,21 @@ def test_epochs_mask_afresh_and_are_reproducible(text, tokenizer):
     # Masked positions hold the original id (80/10/10 replaced) and [MASK] shows up.
     assert (first["input_ids"] == tokenizer.mask_id).any()
     assert first["mlm_weights"].sum() > 0
+    reseeded = next(CorpusData(str(text), tokenizer, max_len=32, seed=4).epoch_batches(0, 4))
+    assert not np.array_equal(first["input_ids"], reseeded["input_ids"])
+    # BERT's proportions, counted over every chosen position of an epoch of a larger corpus:
+    # the same epoch unmasked gives the same pairs (its order does not depend on masking).
+    big = write_corpus(tmp_path / "big.txt", 1000, seed=5)
+    words = corpus.learn_tokenizer("word", 8000, [big], 1)
+    data = CorpusData(str(big), words, max_len=32, seed=3, printer=lambda _: None)
+    counts = {"mask": 0, "other": 0, "kept": 0}
+    for clean, batch in zip(data.epoch_batches(0, 64, masked=False), data.epoch_batches(0, 64)):
+        np.testing.assert_array_equal(clean["nsp_labels"], batch["nsp_labels"])
+        np.testing.assert_array_equal(clean["token_type_ids"], batch["token_type_ids"])
+        for outcome, count in masking_outcomes(clean["input_ids"], batch, words).items():
+            counts[outcome] += count
+    assert sum(counts.values()) > 5000
+    check_bert_proportions(counts, words)
 
 
 def test_word_vocabulary_is_capped(text):
@@ -237,15 +295,90 @@ def read_rows(files, shuffle=False):
     return rows
 
 
+def tfrecords(path: Path) -> list:
+    """The records of TFRecord file ``path``, read by hand: each is its length (uint64, little
+    endian), 4 bytes of checksum, the bytes, 4 bytes of checksum (checksums not checked)."""
+    raw, records, at = path.read_bytes(), [], 0
+    while at < len(raw):
+        (length,) = struct.unpack_from("<Q", raw, at)
+        records.append(raw[at + 12:at + 12 + length])
+        at += 12 + length + 4
+    assert at == len(raw), f"{path} ends inside a record"
+    return records
+
+
+def shard_rows(path: Path) -> list:
+    """(input_ids, token_type_ids, nsp_label) tuples of one shard, parsed from its bytes."""
+    import tensorflow as tf
+
+    rows = []
+    for record in tfrecords(path):
+        feature = tf.train.Example.FromString(record).features.feature
+        rows.append(tuple(tuple(feature[name].int64_list.value)
+                          for name in ("input_ids", "token_type_ids", "nsp_label")))
+    return rows
+
+
+def corpus_documents(path: Path) -> list:
+    """The corpus file's documents as lists of words: lines split at spaces, lower-cased, a
+    blank line between documents (the format write_corpus writes)."""
+    documents, current = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        current.extend(line.lower().split())
+        if not line.strip() and current:
+            documents.append(current)
+            current = []
+    return documents + ([current] if current else [])
+
+
+def starts(part: list, document: list) -> list:
+    """Where ``part`` (a list of words) occurs in ``document``, as start indices."""
+    return [i for i in range(len(document) - len(part) + 1) if document[i:i + len(part)] == part]
+
+
+def check_pair_against_the_text(tokens, types, label, documents) -> None:
+    """One stored pair, as tokens, against the corpus: ``[CLS] A [SEP] B [SEP]``, segment ids
+    0 then 1, A a run of words of one document, B a run of the same document after A
+    (IsNext) or of another document (NotNext)."""
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]" and tokens.count("[SEP]") == 2
+    middle = tokens.index("[SEP]")
+    first, second = tokens[1:middle], tokens[middle + 1:-1]
+    assert first and second
+    assert list(types) == [0] * (len(first) + 2) + [1] * (len(second) + 1)
+    places = [(d, i) for d, document in enumerate(documents) for i in starts(first, document)]
+    if label == IS_NEXT:
+        assert any(j >= i + len(first) for d, i in places
+                   for j in starts(second, documents[d])), (first, second)
+    else:
+        assert any(starts(second, other) for d, _ in places
+                   for e, other in enumerate(documents) if e != d), (first, second)
+
+
 def test_shards_hold_the_corpus_pairs(tmp_path, text, tokenizer):
     from nlp_tutorials.sources.shards import read_description, worker_files
 
     description = prepare(text, tmp_path / "shards", 3, tokenizer)
     assert description == read_description(tmp_path / "shards")
-    rows = read_rows(worker_files(tmp_path / "shards", description))
+    # Each shard file read here byte by byte: as many pairs as corpus.json says.
+    per_shard = {entry["file"]: shard_rows(tmp_path / "shards" / entry["file"])
+                 for entry in description["shards"]}
+    assert [len(per_shard[entry["file"]]) for entry in description["shards"]] == [
+        entry["examples"] for entry in description["shards"]]
+    rows = [row for shard in per_shard.values() for row in shard]
+    assert sorted(read_rows(worker_files(tmp_path / "shards", description))) == sorted(rows)
     assert len(rows) == description["examples"] == sum(
         s["examples"] for s in description["shards"])
-    # The same pairs, made again here without TensorFlow.
+    labels = [label for _, _, (label,) in rows]
+    assert (labels.count(IS_NEXT), labels.count(NOT_NEXT)) == (description["is_next"],
+                                                               description["not_next"])
+    assert labels.count(IS_NEXT) and labels.count(NOT_NEXT)
+    # Every pair is made of the corpus' own words, as next-sentence prediction wants them.
+    documents = corpus_documents(text)
+    assert len(documents) == description["documents"]
+    for ids, types, (label,) in rows:
+        tokens = [tokenizer.vocab[i] for i in ids]
+        check_pair_against_the_text(tokens, types, label, documents)
+    # And the code that made them makes them again from the same seed, without TensorFlow.
     data = CorpusData(str(text), tokenizer, max_len=32, seed=1)
     expected = []
     for first, second, label in data.pairs(0, CorpusCounts(), random.Random(1)):
@@ -287,6 +420,7 @@ def test_training_batches_are_masked_afresh(tmp_path, text, tokenizer):
     steps = data.steps_per_epoch(8)
     clean = [b for b in data.dataset(8, masked=False).take(2 * steps)]
     masked = [b for b in data.dataset(8, masked=True).take(2 * steps)]
+    counts = {"mask": 0, "other": 0, "kept": 0}
     for plain, batch in zip(clean, masked):
         ids, original = batch["input_ids"].numpy(), plain["input_ids"].numpy()
         np.testing.assert_array_equal(batch["nsp_labels"], plain["nsp_labels"])
@@ -297,6 +431,12 @@ def test_training_batches_are_masked_afresh(tmp_path, text, tokenizer):
         assert all(c in positions[r][weights[r]] for r, c in zip(rows, cols))
         np.testing.assert_array_equal(
             np.take_along_axis(original, positions, 1)[weights], batch["mlm_ids"].numpy()[weights])
+        for outcome, count in masking_outcomes(original, batch, tokenizer).items():
+            counts[outcome] += count
+    # The masking changed the batches: most chosen tokens became [MASK] (too few positions
+    # here to tell 10% from 10%; test_epochs_mask_afresh_and_are_reproducible does that).
+    assert sum(counts.values()) > 300
+    check_bert_proportions(counts, tokenizer, only_mask=True)
     # Masking of batch k depends on k: two numbers give two maskings of the same rows.
     from nlp_tutorials.sources.shards import batch_masker
 
