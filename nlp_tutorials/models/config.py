@@ -41,7 +41,7 @@ class ModelConfig:
         chunk_size_feed_forward: positions the feed-forward computes at a time (0: all at
             once); smaller chunks hold a smaller [batch, chunk, intermediate] activation.
         pruned_heads: ``{layer: [head, ...]}``, the attention heads removed from each layer
-            (numbered as in the unpruned model); see ``GPT.prune_heads``.
+            (numbered as in the unpruned model); see ``GPT.with_heads_pruned``.
     """
 
     model_type: str = "bert"

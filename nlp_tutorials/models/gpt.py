@@ -182,17 +182,29 @@ class GPT(Transformer):
             encoded["hidden_states"] = outputs["hidden_states"]
         return encoded
 
-    def prune_heads(self, heads_to_prune: dict) -> "GPT":
+    def with_heads_pruned(self, heads_to_prune: dict) -> "GPT":
         """A copy of this model without the attention heads ``{layer: [head, ...]}``.
 
         Heads are numbered as in the unpruned model; those pruned before stay pruned. The
         pruned heads' columns leave the query, key and value weights and their rows the output
         weights, so the copy computes less, and its config's ``pruned_heads`` records them
         (saving and loading keep them). Its outputs equal this model's with those heads masked
-        to 0. Keras layers cannot shrink once built, so unlike HuggingFace's ``prune_heads``
-        this returns a new model and leaves this one as it is.
+        to 0. This model is left as it is: Keras layers cannot shrink once built.
+
+        Example::
+
+            model = model.with_heads_pruned({0: [1, 3], 5: [2]})
         """
         return pruned_copy(self, heads_to_prune)
+
+    def prune_heads(self, heads_to_prune: dict):
+        """Refused: HuggingFace's ``prune_heads`` changes the model in place, which a built
+        Keras model cannot do, and a copy returned under that name would be dropped by code
+        written for HuggingFace, pruning nothing. Use :meth:`with_heads_pruned`."""
+        raise NotImplementedError(
+            f"prune_heads: HuggingFace's prunes the model in place, which this Keras model "
+            f"cannot do (its layers cannot shrink once built); use "
+            f"model = model.with_heads_pruned({heads_to_prune!r}), which returns a pruned copy")
 
     def pretraining_heads(self, sequence_output, pooled_output):
         """(token logits [batch, positions, vocab], next-sentence logits [batch, 2])."""

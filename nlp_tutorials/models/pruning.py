@@ -5,6 +5,12 @@ is gone: the query, key and value projections lose its ``head_size`` columns and
 projection the matching rows, so the layer computes ``kept / heads`` of the attention work.
 Pruning a head gives the same outputs as masking it (tests/models/test_pruning.py checks this).
 
+Keras layers cannot shrink once built, so pruning makes a new model and leaves the one pruned as
+it is: ``model = model.with_heads_pruned({0: [1, 3]})`` for a GPT or BERT,
+``head = pruned_head_model(head, {0: [1, 3]})`` for a fine-tuning head. HuggingFace's
+``prune_heads`` changes its model in place instead; here it raises, so code written for
+HuggingFace that drops the result cannot go on with an unpruned model unnoticed.
+
 The heads removed are recorded in ``ModelConfig.pruned_heads`` (numbered as in the unpruned
 model, as HuggingFace's ``config.json`` records them), so a saved model, a checkpoint or a
 ``save_pretrained`` folder is rebuilt with the smaller shapes before its weights are read.

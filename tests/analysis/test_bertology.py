@@ -1,6 +1,7 @@
 """Head importance, attention entropy, the masking study, choosing heads to prune, and the
 `bert heads` command, on a tiny fine-tuning head."""
 import functools
+import itertools
 import json
 
 import keras
@@ -27,13 +28,18 @@ def tokenizer():
     return WordTokenizer.build([s for p in train for s in (p.s1, p.s2)])
 
 
-@pytest.fixture(scope="module")
-def head(tokenizer):
-    keras.utils.set_random_seed(11)
-    config = ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+def tiny_classifier(vocab_size: int, seed: int):
+    """An untrained MRPC classifier of 2 layers x 4 heads, dropout off."""
+    keras.utils.set_random_seed(seed)
+    config = ModelConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
                          num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     return SequenceClassifier(BERT(config), num_labels=2, dropout=0.0)
+
+
+@pytest.fixture(scope="module")
+def head(tokenizer):
+    return tiny_classifier(tokenizer.vocab_size, seed=11)
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +107,57 @@ def test_heads_to_prune_takes_the_least_important_and_leaves_each_layer_one():
     assert bertology.heads_to_prune(importance, 0.5, [[1, 2, 3], [0, 1, 2, 3]]) == {1: [0, 1, 2]}
 
 
-def test_iterative_choice_prunes_the_share_asked_for(head, pairs):
-    spec = bertology.iterative_heads_to_prune(head, pairs, 0.5, step=0.25)
+def silence(head, heads: dict) -> None:
+    """Zero the value weights of ``heads`` ({layer: [head, ...]}): their attention output is
+    then exactly 0 whatever their mask, so the loss's gradient in their mask, their importance,
+    is exactly 0 and every other head's is not."""
+    for layer, silenced in heads.items():
+        attention = head.backbone.encoder.blocks[layer].attention
+        size = attention.head_size
+        columns = [h * size + i for h in silenced for i in range(size)]
+        kernel, bias = attention.value.kernel.numpy(), attention.value.bias.numpy()
+        kernel[:, columns], bias[columns] = 0.0, 0.0
+        attention.value.kernel.assign(kernel)
+        attention.value.bias.assign(bias)
+
+
+def test_iterative_choice_prunes_the_share_asked_for(tokenizer, pairs):
+    # Four heads that cannot matter: a choice of the least important half must be these four,
+    # whichever two the first quarter takes; layer 1 keeps head 2, the one it has left.
+    silent = tiny_classifier(tokenizer.vocab_size, seed=12)
+    silence(silent, {0: [2], 1: [0, 1, 3]})
+    np.testing.assert_array_equal(bertology.importance(silent, pairs) == 0,
+                                  [[0, 0, 1, 0], [1, 1, 0, 1]])
+    spec = bertology.iterative_heads_to_prune(silent, pairs, 0.5, step=0.25)
     assert sum(map(len, spec.values())) == 4
     assert all(len(heads) < 4 for heads in spec.values())
+    assert spec == {0: [2], 1: [0, 1, 3]}
+
+
+def test_iterative_choice_measures_again_with_the_chosen_heads_masked(head, monkeypatch):
+    """A hand-made importance in which head (0, 1) takes over once head (0, 0) is masked, on a
+    model whose head (0, 3) was pruned before: the second measurement must see the first
+    choice masked, and the heads pruned before count towards the share but are not returned."""
+    model = pruned_head_model(head, {0: [3]})
+    first = np.array([[0.1, 0.2, 0.9, 0.0], [0.3, 0.15, 0.7, 0.6]])
+    measured_at = []
+
+    def importance(measured_head, arrays, head_mask):
+        assert measured_head is model and arrays == "dev pairs"
+        measured_at.append(head_mask.copy())
+        values = first.copy()
+        if head_mask[0, 0] == 0:
+            values[0, 1] = 1.0
+        return values * head_mask  # a masked or pruned head has importance 0
+
+    monkeypatch.setattr(bertology, "importance", importance)
+    spec = bertology.iterative_heads_to_prune(model, "dev pairs", 0.5, step=0.25)
+    # First quarter (2 heads): (0, 3) is gone already, so one more, the least important
+    # (0, 0). Second quarter (2 more): now (0, 1) scores 1.0, so (1, 1) at 0.15 and (1, 0) at
+    # 0.3. Measured once only, the choice would have been (1, 1) and (0, 1).
+    assert spec == {0: [0], 1: [0, 1]}
+    np.testing.assert_array_equal(measured_at, [[[1, 1, 1, 0], [1, 1, 1, 1]],
+                                                [[0, 1, 1, 0], [1, 1, 1, 1]]])
 
 
 def test_masking_study_scores_every_share_in_both_orders(head, pairs):
@@ -121,6 +174,66 @@ def test_masking_study_scores_every_share_in_both_orders(head, pairs):
     masked = evaluate(head, task, examples, pairs,
                       head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
     assert study["importance_order"][2] == masked  # 20% of 8 heads: the two least important
+
+
+def test_masking_study_masks_least_important_first_and_averages_the_random_orders(
+        monkeypatch):
+    """A hand-made scorer in place of evaluating the model: each head masked costs a distinct
+    power of two of "accuracy", so every set of masked heads scores differently and the mean
+    over the random orders can be told from any one of them."""
+    importance = np.array([[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.05, 0.7]])
+    least_first = [(1, 2), (0, 1), (1, 0), (0, 3), (0, 0), (1, 3), (1, 1), (0, 2)]
+    masked_counts = [0, 1, 2, 2, 3, 4, 5, 6, 6, 7]  # round(share x 8 heads) for 0%, ..., 90%
+    cost = 2.0 ** -np.arange(1, 9).reshape(2, 4)
+    task = get_task("mrpc")
+
+    def score(head_mask):
+        return {"accuracy": 1 - float(np.sum((1 - head_mask) * cost)),
+                "f1": float(np.sum(head_mask[0]))}  # layer 0's heads left
+
+    evaluated, per_share, lines = [], [], []
+
+    def evaluate(head, scored_task, examples, arrays, head_mask):
+        assert (head, scored_task, examples, arrays) == ("head", task, "examples", "arrays")
+        evaluated.append(np.array(head_mask, copy=True))
+        return score(head_mask)
+
+    def printer(line):  # one line after each share: the masks since the last are that share's
+        lines.append(line)
+        per_share.append(evaluated[:])
+        evaluated.clear()
+
+    monkeypatch.setattr(bertology, "evaluate", evaluate)
+    study = bertology.masking_study("head", task, "examples", "arrays", importance,
+                                    random_orders=3, printer=printer)
+    assert study["shares"] == bertology.STUDY_SHARES and len(per_share) == 10
+    random_masks, importance_masks = [], []
+    for share, (count, masks) in enumerate(zip(masked_counts, per_share)):
+        by_importance = np.ones([2, 4])
+        for layer, h in least_first[:count]:
+            by_importance[layer, h] = 0
+        assert len(masks) == 4
+        position = next(i for i, m in enumerate(masks) if np.array_equal(m, by_importance))
+        randoms = masks[:position] + masks[position + 1:]
+        assert all(np.sum(m == 0) == count for m in randoms)
+        random_masks.append(randoms)
+        importance_masks.append(by_importance)
+        assert study["importance_order"][share] == pytest.approx(score(by_importance))
+        mean = {name: np.mean([score(m)[name] for m in randoms]) for name in ("accuracy", "f1")}
+        assert study["random_order"][share] == pytest.approx(mean, abs=1e-12)
+        assert lines[share] == (f"{share * 10:3d}% of the heads masked: accuracy "
+                                f"{score(by_importance)['accuracy']:.3f} (least important first), "
+                                f"{mean['accuracy']:.3f} (random order, mean of 3)")
+    # Each random order masks more heads of the same order as the share grows...
+    for before, after in zip(random_masks, random_masks[1:]):
+        assert any(all(np.all(after[j] <= before[i]) for i, j in enumerate(matching))
+                   for matching in itertools.permutations(range(3)))
+    # ...and the three are different orders, none of them the importance order, so their mean
+    # is no single order's score.
+    half = random_masks[5]
+    assert len({m.tobytes() for m in half}) == 3
+    assert not any(np.array_equal(m, importance_masks[5]) for m in half)
+    assert len({score(m)["accuracy"] for m in half}) == 3
 
 
 @pytest.mark.slow

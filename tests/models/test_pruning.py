@@ -123,7 +123,7 @@ def test_feed_forward_in_chunks_gives_the_same_outputs_and_gradients(chunk):
 
 def test_pruned_heads_compute_what_masked_heads_do_with_smaller_weights(model):
     ids = ids_with_padding()
-    pruned = model.prune_heads({0: [1, 3], 1: [0]})
+    pruned = model.with_heads_pruned({0: [1, 3], 1: [0]})
     head_mask = np.array([[1, 0, 1, 0], [0, 1, 1, 1]], "float32")
     np.testing.assert_allclose(pruned.encode(ids)["sequence_output"].numpy(),
                                model.encode(ids, head_mask=head_mask)["sequence_output"].numpy(),
@@ -134,7 +134,7 @@ def test_pruned_heads_compute_what_masked_heads_do_with_smaller_weights(model):
     assert pruned.config.pruned_heads == {0: [1, 3], 1: [0]}
     assert model.config.pruned_heads == {}  # the original keeps every head
     assert [p.shape[1] for p in pruned.encode(ids)["attentions"]] == [2, 3]
-    again = pruned.prune_heads({0: [0], 1: [0]})  # heads keep their unpruned numbers
+    again = pruned.with_heads_pruned({0: [0], 1: [0]})  # heads keep their unpruned numbers
     assert again.config.pruned_heads == {0: [0, 1, 3], 1: [0]}
     head_mask[0, 0] = 0
     np.testing.assert_allclose(again.encode(ids)["sequence_output"].numpy(),
@@ -147,6 +147,23 @@ def test_pruned_heads_compute_what_masked_heads_do_with_smaller_weights(model):
             "sequence_output"], atol=1e-5)
 
 
+def test_prune_heads_raises_and_names_the_method_that_returns_a_pruned_copy(model):
+    """HuggingFace's prune_heads works in place: code written for it drops the result, so a
+    copy returned under that name would leave the model with every head, unnoticed."""
+    before = [weight.numpy() for weight in model.weights]
+    with pytest.raises(NotImplementedError) as error:
+        model.prune_heads({0: [1, 3]})
+    message = str(error.value)
+    assert "\n" not in message
+    assert "HuggingFace's prunes the model in place" in message
+    assert "this Keras model cannot" in message
+    assert "model = model.with_heads_pruned({0: [1, 3]})" in message
+    assert model.config.pruned_heads == {}
+    assert [block.attention.kept_heads for block in model.encoder.blocks] == [[0, 1, 2, 3]] * 2
+    for old, now in zip(before, model.weights, strict=True):
+        np.testing.assert_array_equal(now.numpy(), old)
+
+
 @pytest.mark.parametrize("heads, message", [
     ({2: [0]}, "layer 2 does not exist"),
     ({0: [4]}, r"layer 0 heads \[4\]: expected head numbers 0 to 3"),
@@ -155,14 +172,14 @@ def test_pruned_heads_compute_what_masked_heads_do_with_smaller_weights(model):
 ])
 def test_pruning_what_does_not_exist_or_every_head_of_a_layer_is_refused(model, heads, message):
     with pytest.raises(UserError, match=message):
-        model.prune_heads(heads)
+        model.with_heads_pruned(heads)
     with pytest.raises(UserError, match="would lose all 4 heads"):
-        model.prune_heads({1: [0, 1]}).prune_heads({1: [2, 3]})
+        model.with_heads_pruned({1: [0, 1]}).with_heads_pruned({1: [2, 3]})
 
 
 def test_pruned_models_save_and_load_with_their_heads(model, tmp_path):
     ids = ids_with_padding()
-    pruned = model.prune_heads({1: [2]})
+    pruned = model.with_heads_pruned({1: [2]})
     expected = pruned.encode(ids)["sequence_output"].numpy()
     pruned.save(tmp_path / "pruned.keras")
     loaded = keras.models.load_model(tmp_path / "pruned.keras")
@@ -223,6 +240,6 @@ def test_minilm_head_mask_hidden_states_and_pruning_match_transformers_4():
                       - reference["masked_last_hidden_state"]).max() < 1e-4
         assert np.abs(masked["pooled_output"].numpy()
                       - reference["masked_pooler_output"]).max() < 1e-4
-        pruned = model.prune_heads({0: [0, 5, 11], 2: [3], 5: [1, 2, 4, 6, 8, 10]})
+        pruned = model.with_heads_pruned({0: [0, 5, 11], 2: [3], 5: [1, 2, 4, 6, 8, 10]})
         assert np.abs(pruned.encode(*args)["sequence_output"].numpy()
                       - reference["pruned_last_hidden_state"]).max() < 1e-4

@@ -1,4 +1,6 @@
-"""Keras' own loop, fit and evaluate, runs the same step() as the project's loops."""
+"""Keras' own loop, fit and evaluate, runs the same step() as the project's loops: one fit
+step updates the weights as one step of training/loop.py's train_steps does, and reports the
+loss computed here in numpy."""
 import keras
 import numpy as np
 import pytest
@@ -7,6 +9,7 @@ import tensorflow as tf
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.gpt import GPT
 from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.training.loop import train_steps
 from support import TINY_MODEL, tiny_model
 
 VOCAB = TINY_MODEL["vocab_size"]
@@ -46,6 +49,93 @@ class BatchLogs(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.logs.append(dict(logs))
+
+
+def classifier_batch(seed=3):
+    """One batch of four pairs as a SequenceClassifier's step() takes it."""
+    rng = np.random.default_rng(seed)
+    return {"input_ids": rng.integers(5, VOCAB, (4, 6)).astype("int32"),
+            "token_type_ids": np.zeros((4, 6), "int32"), "labels": np.array([0, 1, 1, 0], "int32")}
+
+
+def gpt_batch():
+    """One GPT batch; the last two positions of row 0 are padding, which the loss skips."""
+    batch = pretraining_batches(1, seed=2)[0]
+    del batch["mlm_positions"], batch["mlm_ids"], batch["mlm_weights"]
+    batch["input_ids"][0, -2:] = 0
+    return batch
+
+
+def cross_entropy(logits, labels, weights):
+    """Weighted mean of -log softmax(logits)[label] in numpy, and the weighted accuracy."""
+    logits = logits.astype("float64")
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    picked = np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
+    hits = logits.argmax(-1) == labels
+    return -(picked * weights).sum() / weights.sum(), (hits * weights).sum() / weights.sum()
+
+
+def expected_metrics(kind, model, batch):
+    """The metrics step() should report for ``batch``, from the model's outputs and numpy:
+    the pre-training losses are the token loss + 0.2 x the next-sentence loss."""
+    if kind == "classifier":
+        loss, accuracy = cross_entropy(model(batch).numpy(), batch["labels"], np.ones(4))
+        return {"loss": loss, "accuracy": accuracy}
+    outputs = model(batch)
+    nsp_loss, nsp_accuracy = cross_entropy(
+        model.nsp_head(outputs["pooled_output"]).numpy(), batch["nsp_labels"], np.ones(4))
+    words = model.embeddings.word_embeddings
+    if kind == "bert":
+        chosen = np.take_along_axis(outputs["sequence_output"].numpy(),
+                                    batch["mlm_positions"][..., None], 1)
+        token_loss, token_accuracy = cross_entropy(
+            model.lm_head(chosen, words).numpy(), batch["mlm_ids"], batch["mlm_weights"])
+        names = "mlm_loss", "mlm_accuracy"
+    else:  # gpt: position i predicts token i + 1; padding is no target
+        targets = batch["input_ids"][:, 1:]
+        token_loss, token_accuracy = cross_entropy(
+            model.lm_head(outputs["sequence_output"][:, :-1], words).numpy(), targets,
+            (targets != 0).astype("float64"))
+        names = "lm_loss", "lm_accuracy"
+    return {"loss": token_loss + 0.2 * nsp_loss, names[0]: token_loss,
+            names[1]: token_accuracy, "nsp_loss": nsp_loss, "nsp_accuracy": nsp_accuracy}
+
+
+def twin_models(kind):
+    """Two models of ``kind`` with the same weights, each compiled with a new Adam."""
+    models = []
+    for _ in range(2):
+        model = (SequenceClassifier(tiny(BERT), num_labels=2, dropout=0.0) if kind == "classifier"
+                 else tiny({"bert": BERT, "gpt": GPT}[kind]))
+        model(classifier_batch() if kind == "classifier" else pretraining_batches(1)[0])
+        model.compile(optimizer=keras.optimizers.Adam(3e-3))
+        models.append(model)
+    models[1].set_weights(models[0].get_weights())
+    return models
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt", "classifier"])
+def test_one_fit_step_is_one_step_of_the_training_loop_and_reports_its_loss(kind):
+    batch = {"bert": pretraining_batches(1, seed=4)[0], "gpt": gpt_batch(),
+             "classifier": classifier_batch()}[kind]
+    fitted, looped = twin_models(kind)
+    before = [weight.numpy() for weight in fitted.weights]
+    expected = expected_metrics(kind, fitted, batch)
+
+    history = fitted.fit(as_dataset([batch]), epochs=1, verbose=0, shuffle=False)
+    train_steps(looped, iter([{name: tf.constant(value) for name, value in batch.items()}]), 1, 1)
+
+    moved = 0
+    for start, by_fit, by_loop in zip(before, fitted.weights, looped.weights, strict=True):
+        np.testing.assert_allclose(by_fit.numpy(), by_loop.numpy(), rtol=0, atol=1e-6,
+                                   err_msg=by_fit.path)
+        moved += not np.array_equal(by_fit.numpy(), start)
+    assert moved > len(before) // 2  # the step did update the weights the loss reaches
+    assert int(fitted.optimizer.iterations) == int(looped.optimizer.iterations) == 1
+    assert set(history.history) == set(expected)
+    for name, value in expected.items():
+        assert history.history[name] == [pytest.approx(value, rel=1e-5, abs=1e-6)], name
 
 
 @pytest.mark.slow  # 30 training steps through Keras fit
