@@ -183,7 +183,8 @@ class TrainConfig(Settings):
     # shards ``prepare`` wrote. Empty: MRPC.
     corpus: str = setting("", "pre-train on this text instead of MRPC: one sentence a line, a "
                               "blank line between documents (google-research/bert's format), "
-                              "read as a stream; quote a glob, e.g. 'books/*.txt'",
+                              "read as a stream; a file of that name is read as it is, else "
+                              "the name is a glob (quote it), e.g. 'books/*.txt'",
                           metavar="PATH_OR_GLOB", exclusive="text")
     data: str = setting("", "pre-train on the TFRecord shards `prepare` wrote into DIR "
                             "(tokenizer and max_len come from there)",
