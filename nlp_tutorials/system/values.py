@@ -9,7 +9,7 @@ the error is one line naming the file, the field, what it holds and what was exp
 
     corpus.json: max_len is "32"; expected an integer of at least 8
     config.json: hidden_dropout_prob is 1.5; expected a finite number in [0, 1)
-    head_importance.json: 'importance' holds NaN at [1, 0]; expected finite numbers >= 0
+    head_importance.json: 'importance' holds NaN at [layer 1, head 0]; expected finite ...
 
 Booleans are never numbers here (Python counts ``True`` as 1; a file that says ``true`` where
 a count belongs is wrong). This module imports numpy only.
@@ -129,40 +129,50 @@ def text_field(values: dict, name: str, source, choices=None) -> str:
 
 # --- arrays of numbers ---
 
-def number_array(values, field: str, source, expected: str) -> np.ndarray:
-    """``values`` (nested lists or an array) as a float64 array, if they are real numbers:
-    booleans, complex numbers, text and ragged lists are refused, naming ``field``."""
+# What an array holds, by numpy's kind letter, when it is not real numbers.
+NOT_NUMBERS = {"b": "booleans", "c": "complex numbers", "U": "text", "S": "bytes",
+               "O": "nulls, ragged lists or objects", "V": "records", "M": "dates",
+               "m": "durations"}
+
+
+def number_array(values, field: str, source, expected: str, dtype=np.float64) -> np.ndarray:
+    """``values`` (nested lists or an array) as an array of ``dtype``, if they are real
+    numbers; booleans, complex numbers, text and ragged lists are refused, naming ``field``."""
     try:
         array = np.asarray(values)
     except (TypeError, ValueError, MemoryError, RecursionError):
-        array = None
-    if array is None or array.dtype.kind not in "iuf":
-        kind = "ragged lists" if array is None or array.dtype.kind == "O" else (
-            f"{array.dtype} values")
-        raise UserError(f"{source}: {field} holds {kind}, not numbers; expected {expected}")
-    return array.astype(np.float64)
+        array = np.empty(0, object)  # nested lists numpy cannot make an array of
+    if array.dtype.kind not in "iuf":
+        raise UserError(f"{source}: {field} is not a numeric array (it holds "
+                        f"{NOT_NUMBERS[array.dtype.kind]}); expected {expected}")
+    return array.astype(dtype)
 
 
-def at(index) -> str:
-    """A numpy index tuple as an error shows it: ``[1, 0]``."""
-    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+def at(index, axes=None) -> str:
+    """A numpy index as an error shows it: ``[1, 0]``, or with the axes' names ``[layer 1,
+    head 0]``."""
+    names = axes or [""] * len(index)
+    return "[" + ", ".join(f"{name} {int(i)}".strip() for name, i in zip(names, index)) + "]"
 
 
-def check_finite(array: np.ndarray, field: str, source, expected: str) -> np.ndarray:
+def check_finite(array: np.ndarray, field: str, source, expected: str,
+                 axes=None) -> np.ndarray:
     """``array`` if every value is finite; else an error naming the first NaN or infinity
-    and where it is."""
+    and where it is (by ``axes``, the names of the array's axes, when given)."""
     bad = ~np.isfinite(array)
     if bad.any():
         index = tuple(np.argwhere(bad)[0])
         value = array[index]
         name = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
-        raise UserError(f"{source}: {field} holds {name} at {at(index)}; expected {expected}")
+        raise UserError(f"{source}: {field} holds {name} at {at(index, axes)}; expected "
+                        f"{expected}")
     return array
 
 
-def check_between(array: np.ndarray, field: str, source, low, high, expected: str) -> np.ndarray:
+def check_between(array: np.ndarray, field: str, source, low, high, expected: str,
+                  axes=None) -> np.ndarray:
     """``array`` if every value is in [``low``, ``high``] (None: no bound); else an error
-    naming the first value outside and where it is."""
+    naming the first value outside and where it is (as :func:`check_finite`)."""
     outside = np.zeros(array.shape, bool)
     if low is not None:
         outside |= array < low
@@ -170,6 +180,6 @@ def check_between(array: np.ndarray, field: str, source, low, high, expected: st
         outside |= array > high
     if outside.any():
         index = tuple(np.argwhere(outside)[0])
-        raise UserError(f"{source}: {field} holds {array[index]:.6g} at {at(index)}; "
+        raise UserError(f"{source}: {field} holds {array[index]:.6g} at {at(index, axes)}; "
                         f"expected {expected}")
     return array
