@@ -51,6 +51,9 @@ ENTRIES = {
 AXES = {"encoder": ("src", "src"), "decoder": ("tgt", "tgt"), "encoder_decoder": ("tgt", "src")}
 ATTENTION_WEIGHTS = "finite attention weights in [0, 1]"
 ATTENTION_AXES = ("example", "head", "query", "key")
+# The arrays an attention pickle may hold as numbers (numpy kinds): booleans count as 0 and 1,
+# as the safe unpickler admits them; complex numbers, which it also admits, are no weights.
+PICKLED_NUMBERS = "biuf"
 # How far float32 rounding may carry a softmax weight past 0 or 1 (the plots clip it).
 WEIGHT_SLACK = 1e-3
 
@@ -334,7 +337,7 @@ def _check_vectors(data, checked, path) -> dict:
 def _check_vector_layer(layer, field: str, shape: tuple, path) -> np.ndarray:
     """One layer of queries or keys as float32 [n, heads, step, head_size], finite."""
     expected = f"[{', '.join(map(str, shape))}, head_size] finite numbers"
-    array = number_array(layer, field, path, expected, np.float32)
+    array = number_array(layer, field, path, expected, np.float32, PICKLED_NUMBERS)
     if array.ndim != 4 or array.shape[:3] != shape or not array.shape[3]:
         raise UserError(f"{path}: {field} has shape {array.shape}; expected "
                         f"[{', '.join(map(str, shape))}, head_size]")
@@ -379,7 +382,7 @@ def _check_layers(layers, entry, expected, path) -> list:
     for index, layer in enumerate(layers):
         field = f"attentions[{entry!r}] layer {index}"
         where = f"{path}: {field}"
-        array = number_array(layer, field, path, ATTENTION_WEIGHTS, np.float32)
+        array = number_array(layer, field, path, ATTENTION_WEIGHTS, np.float32, PICKLED_NUMBERS)
         if array.ndim != 4:
             raise UserError(f"{where} has shape {array.shape}; expected 4-D "
                             f"[n, heads, query_step, key_step] = [{n}, heads, {q_step}, {k_step}]")

@@ -135,14 +135,16 @@ NOT_NUMBERS = {"b": "booleans", "c": "complex numbers", "U": "text", "S": "bytes
                "m": "durations"}
 
 
-def number_array(values, field: str, source, expected: str, dtype=np.float64) -> np.ndarray:
+def number_array(values, field: str, source, expected: str, dtype=np.float64,
+                 kinds: str = "iuf") -> np.ndarray:
     """``values`` (nested lists or an array) as an array of ``dtype``, if they are real
-    numbers; booleans, complex numbers, text and ragged lists are refused, naming ``field``."""
+    numbers: of numpy's ``kinds`` (integers and floats; add "b" to take booleans as 0 and 1).
+    Complex numbers, text and ragged lists are refused, naming ``field``."""
     try:
         array = np.asarray(values)
     except (TypeError, ValueError, MemoryError, RecursionError):
         array = np.empty(0, object)  # nested lists numpy cannot make an array of
-    if array.dtype.kind not in "iuf":
+    if array.dtype.kind not in kinds:
         raise UserError(f"{source}: {field} is not a numeric array (it holds "
                         f"{NOT_NUMBERS[array.dtype.kind]}); expected {expected}")
     return array.astype(dtype)

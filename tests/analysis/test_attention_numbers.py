@@ -70,16 +70,12 @@ def test_rounding_past_one_is_not_refused(tmp_path):
     assert visual.load_attention_pickle(path)["attentions"]["encoder"][0][0, 0, 0, 0] > 1
 
 
-@pytest.mark.parametrize("array, holds", [
-    (np.ones((2, HEADS, STEP, STEP), bool), "booleans"),
-    (np.ones((2, HEADS, STEP, STEP), complex), "complex numbers"),
-])
-def test_attention_that_is_not_real_numbers_is_refused(tmp_path, array, holds):
+def test_attention_that_is_not_real_numbers_is_refused(tmp_path):
     def change(data):
-        data["attentions"]["encoder"][0] = array
+        data["attentions"]["encoder"][0] = np.ones((2, HEADS, STEP, STEP), complex)
     path = pickled(tmp_path, change)
     assert refusal(path) == (f"{path}: attentions['encoder'] layer 0 is not a numeric array (it "
-                             f"holds {holds}); {WEIGHTS}")
+                             f"holds complex numbers); {WEIGHTS}")
 
 
 def test_a_query_that_is_not_finite_is_named(tmp_path):
