@@ -39,6 +39,7 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_bytes_atomic
 from nlp_tutorials.system.safe_pickle import ADMITTED, Refused, load_data
+from nlp_tutorials.system.values import check_between, check_finite, number_array
 
 PAD = "[PAD]"
 # Attention entries each model has, and which token lists label their (query, key) axes.
@@ -48,6 +49,13 @@ ENTRIES = {
     "transformer": ("encoder", "decoder", "encoder_decoder"),
 }
 AXES = {"encoder": ("src", "src"), "decoder": ("tgt", "tgt"), "encoder_decoder": ("tgt", "src")}
+ATTENTION_WEIGHTS = "finite attention weights in [0, 1]"
+ATTENTION_AXES = ("example", "head", "query", "key")
+# The arrays an attention pickle may hold as numbers (numpy kinds): booleans count as 0 and 1,
+# as the safe unpickler admits them; complex numbers, which it also admits, are no weights.
+PICKLED_NUMBERS = "biuf"
+# How far float32 rounding may carry a softmax weight past 0 or 1 (the plots clip it).
+WEIGHT_SLACK = 1e-3
 
 
 def save_attention_pickle(path, model_name, src_tokens, attentions, tgt_tokens=None,
@@ -315,17 +323,29 @@ def _check_vectors(data, checked, path) -> dict:
             if not isinstance(layers, (list, tuple)) or len(layers) != len(attention):
                 raise UserError(f"{path}: {kind}[{entry!r}] must be a list of "
                                 f"{len(attention)} arrays, one per layer")
-            arrays = [np.asarray(layer, np.float32) for layer in layers]
-            for index, array in enumerate(arrays):
-                if array.ndim != 4 or array.shape[:3] != (n, heads, step) or not array.shape[3]:
-                    raise UserError(f"{path}: {kind}[{entry!r}] layer {index} has shape "
-                                    f"{array.shape}; expected [{n}, {heads}, {step}, head_size]")
-            vectors[kind][entry] = arrays
+            vectors[kind][entry] = [
+                _check_vector_layer(layer, f"{kind}[{entry!r}] layer {index}", (n, heads, step),
+                                    path) for index, layer in enumerate(layers)]
+    for entry in checked["attentions"]:  # the page reads every layer's bytes with one size
+        sizes = sorted({array.shape[3] for kind in vectors for array in vectors[kind][entry]})
+        if len(sizes) > 1:
+            raise UserError(f"{path}: queries and keys of {entry!r} have head sizes {sizes}; "
+                            f"expected one head_size for every layer")
     return vectors
 
 
+def _check_vector_layer(layer, field: str, shape: tuple, path) -> np.ndarray:
+    """One layer of queries or keys as float32 [n, heads, step, head_size], finite."""
+    expected = f"[{', '.join(map(str, shape))}, head_size] finite numbers"
+    array = number_array(layer, field, path, expected, np.float32, PICKLED_NUMBERS)
+    if array.ndim != 4 or array.shape[:3] != shape or not array.shape[3]:
+        raise UserError(f"{path}: {field} has shape {array.shape}; expected "
+                        f"[{', '.join(map(str, shape))}, head_size]")
+    return check_finite(array, field, path, expected, ("example", "head", "position", "unit"))
+
+
 def _check_segments(segments, src, path) -> list:
-    """``segments`` as [n][src_step] ints, or a UserError."""
+    """``segments`` as [n][src_step] non-negative ints, or a UserError."""
     shape = (len(src), len(src[0]))
     try:
         array = np.asarray(segments)
@@ -334,7 +354,9 @@ def _check_segments(segments, src, path) -> list:
     if array is None or array.shape != shape or array.dtype.kind not in "iub":
         raise UserError(f"{path}: 'segments' must be [n, step] = {list(shape)} integers, "
                         f"one segment id per source token")
-    return array.astype(int).tolist()
+    expected = "segment ids >= 0, one per source token"
+    return check_between(array.astype(int), "'segments'", path, 0, None, expected,
+                         ("example", "position")).tolist()
 
 
 def _check_tokens(tokens, key, path) -> list:
@@ -358,11 +380,9 @@ def _check_layers(layers, entry, expected, path) -> list:
                         "one array per layer")
     arrays = []
     for index, layer in enumerate(layers):
-        where = f"{path}: attentions[{entry!r}] layer {index}"
-        try:
-            array = np.asarray(layer, dtype=np.float32)
-        except (TypeError, ValueError, MemoryError, RecursionError):
-            raise UserError(f"{where} is not a numeric array") from None
+        field = f"attentions[{entry!r}] layer {index}"
+        where = f"{path}: {field}"
+        array = number_array(layer, field, path, ATTENTION_WEIGHTS, np.float32, PICKLED_NUMBERS)
         if array.ndim != 4:
             raise UserError(f"{where} has shape {array.shape}; expected 4-D "
                             f"[n, heads, query_step, key_step] = [{n}, heads, {q_step}, {k_step}]")
@@ -371,7 +391,9 @@ def _check_layers(layers, entry, expected, path) -> list:
             raise UserError(f"{where} has shape {array.shape}; expected [n, heads, query_step, "
                             f"key_step] = [{n}, {heads}, {q_step}, {k_step}] "
                             f"to match the token lists and layer 0")
-        arrays.append(array)
+        check_finite(array, field, path, ATTENTION_WEIGHTS, ATTENTION_AXES)
+        arrays.append(check_between(array, field, path, -WEIGHT_SLACK, 1 + WEIGHT_SLACK,
+                                    ATTENTION_WEIGHTS, ATTENTION_AXES))
     return arrays
 
 

@@ -107,8 +107,9 @@ class ExploreSettings(Settings):
 class PrepareSettings(Settings):
     """``prepare``: a corpus tokenized once into TFRecord shards for ``train --data``."""
 
-    corpus: str = setting(help="one sentence a line, a blank line between documents; quote a "
-                               "glob", metavar="PATH_OR_GLOB")
+    corpus: str = setting(help="one sentence a line, a blank line between documents; a file "
+                               "of that name is read as it is, else the name is a glob (quote "
+                               "it)", metavar="PATH_OR_GLOB")
     output: str = setting(help="new folder for the shards", metavar="DIR")
     shards: int = setting(1, "number of shard files; at least the number of workers that will "
                              "train", kind=positive_int)

@@ -10,12 +10,27 @@ from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.values import (
+    check_integer,
+    check_number,
+    check_text,
+    is_integer,
+    shown,
+)
 
 
 CONFIG_NAME = "config.json"
 
 
 GOOGLE_CONFIG_NAME = "bert_config.json"
+
+
+MODEL_TYPES = ("transformer", "gpt", "bert")
+ACTIVATIONS = ("gelu", "relu")
+# The fields that count something, each at least 1.
+SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+         "intermediate_size", "max_position_embeddings", "type_vocab_size")
+DROPOUTS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 
 
 @dataclasses.dataclass
@@ -42,6 +57,10 @@ class ModelConfig:
             once); smaller chunks hold a smaller [batch, chunk, intermediate] activation.
         pruned_heads: ``{layer: [head, ...]}``, the attention heads removed from each layer
             (numbered as in the unpruned model); see ``GPT.with_heads_pruned``.
+
+    Every field is checked when a config is made (:meth:`check_fields`, then
+    :meth:`validate`); ``source``, given only to the constructor, is what an error names: the
+    file read (:meth:`from_json_file` passes its path) or, by default, "config".
     """
 
     model_type: str = "bert"
@@ -61,33 +80,40 @@ class ModelConfig:
     target_vocab_size: int = 0
     chunk_size_feed_forward: int = 0
     pruned_heads: dict = dataclasses.field(default_factory=dict)
+    # Where the values came from, named by every error ("config" when made in Python, the
+    # file's path when read by from_json_file); not a field, so never saved or compared.
+    source: dataclasses.InitVar[str] = "config"
 
-    def __post_init__(self):
+    def __post_init__(self, source: str):
+        self.check_fields(source)
         self.pruned_heads = _pruned_heads(self.pruned_heads, self.num_hidden_layers,
-                                          self.num_attention_heads)
-        self.validate()
+                                          self.num_attention_heads, source)
+        self.validate(source)
 
-    def validate(self) -> None:
-        """Raise :class:`UserError` naming the first field that makes no sense."""
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise UserError(f"config {name}={value!r}: expected a positive integer")
+    def check_fields(self, source: str = "config") -> None:
+        """Raise :class:`UserError` naming ``source`` and the first field of the wrong type
+        (an integer is never a boolean or a float here), out of range or not finite."""
+        check_text(self.model_type, "model_type", source, MODEL_TYPES)
+        for name in SIZES:
+            check_integer(getattr(self, name), name, source, minimum=1)
+        for name in ("target_vocab_size", "chunk_size_feed_forward"):  # 0: off
+            check_integer(getattr(self, name), name, source, minimum=0)
+        check_text(self.hidden_act, "hidden_act", source, ACTIVATIONS)
+        for name in DROPOUTS:  # a rate of 1 would drop everything
+            check_number(getattr(self, name), name, source, 0, 1, high_open=True)
+        for name in ("initializer_range", "layer_norm_eps"):
+            check_number(getattr(self, name), name, source, 0, low_open=True)
+        check_integer(self.pad_token_id, "pad_token_id", source, 0, self.vocab_size - 1)
+
+    def validate(self, source: str = "config") -> None:
+        """Raise :class:`UserError` naming ``source`` and the first rule between fields that
+        does not hold (the fields themselves passed :meth:`check_fields`)."""
         if self.hidden_size % self.num_attention_heads:
             raise UserError(
-                f"config hidden_size={self.hidden_size} is not divisible by "
-                f"num_attention_heads={self.num_attention_heads}")
-        if self.hidden_act not in ("gelu", "relu"):
-            raise UserError(f"config hidden_act={self.hidden_act!r}: expected 'gelu' or 'relu'")
-        if self.model_type not in ("transformer", "gpt", "bert"):
-            raise UserError(
-                f"config model_type={self.model_type!r}: expected transformer, gpt or bert")
-        if not isinstance(self.chunk_size_feed_forward, int) or self.chunk_size_feed_forward < 0:
-            raise UserError(f"config chunk_size_feed_forward={self.chunk_size_feed_forward!r}: "
-                            f"expected 0 (off) or a positive integer")
+                f"{source}: hidden_size {self.hidden_size} is not divisible by "
+                f"num_attention_heads {self.num_attention_heads}; expected a multiple")
         if self.pruned_heads and self.model_type == "transformer":
-            raise UserError("config pruned_heads: only GPT and BERT can prune heads")
+            raise UserError(f"{source}: pruned_heads: only GPT and BERT can prune heads")
 
     @property
     def head_size(self) -> int:
@@ -107,11 +133,7 @@ class ModelConfig:
         """Build from a dict, ignoring keys this project does not use (HF adds many)."""
         known = {f.name for f in dataclasses.fields(cls)}
         _check_supported(values, source)
-        kept = {k: v for k, v in values.items() if k in known}
-        try:
-            return cls(**kept)
-        except UserError as err:
-            raise UserError(f"{source}: {err}") from None
+        return cls(**{k: v for k, v in values.items() if k in known}, source=source)
 
     def save(self, directory) -> Path:
         """Write ``config.json`` into ``directory`` atomically; return its path."""
@@ -137,30 +159,33 @@ class ModelConfig:
         return cls.from_dict(values, source=str(path))
 
 
-def _pruned_heads(value, layers: int, heads: int) -> dict:
+def _pruned_heads(value, layers: int, heads: int, source: str = "config") -> dict:
     """``{layer: sorted heads}`` from a dict whose keys may be strings (as JSON writes them).
 
-    Refuses a layer or head that does not exist, and pruning every head of a layer (the layer's
-    attention would have no output: remove the layer instead).
+    Refuses anything but whole numbers (``1.0``, ``true`` or ``"1"`` as a head), a layer or head
+    that does not exist, and pruning every head of a layer (the layer's attention would have no
+    output: remove the layer instead).
     """
     if not isinstance(value, dict):
-        raise UserError(f"config pruned_heads={value!r}: expected {{layer: [head, ...]}}")
+        raise UserError(f"{source}: pruned_heads is {shown(value)}; expected "
+                        f"{{layer: [head, ...]}}")
     pruned = {}
     for key, chosen in value.items():
-        try:
-            layer, chosen = int(key), sorted({int(head) for head in chosen})
-        except (TypeError, ValueError):
-            raise UserError(f"config pruned_heads {key!r}: {chosen!r}: expected a layer number "
-                            f"and a list of head numbers") from None
+        layer = int(key) if isinstance(key, str) and key.isdecimal() else key
+        if not (is_integer(layer) and isinstance(chosen, (list, tuple))
+                and all(is_integer(head) for head in chosen)):
+            raise UserError(f"{source}: pruned_heads {shown(key)}: {shown(chosen)}: expected a "
+                            f"layer number and a list of head numbers")
+        layer, chosen = int(layer), sorted({int(head) for head in chosen})
         if not 0 <= layer < layers:
-            raise UserError(f"config pruned_heads: layer {layer} does not exist; expected 0 to "
-                            f"{layers - 1}")
+            raise UserError(f"{source}: pruned_heads: layer {layer} does not exist; expected 0 "
+                            f"to {layers - 1}")
         if any(not 0 <= head < heads for head in chosen):
-            raise UserError(f"config pruned_heads: layer {layer} heads {chosen}: expected head "
-                            f"numbers 0 to {heads - 1}")
+            raise UserError(f"{source}: pruned_heads: layer {layer} heads {chosen}: expected "
+                            f"head numbers 0 to {heads - 1}")
         if len(chosen) == heads:
-            raise UserError(f"config pruned_heads: layer {layer} would lose all {heads} heads; "
-                            f"keep at least one")
+            raise UserError(f"{source}: pruned_heads: layer {layer} would lose all {heads} "
+                            f"heads; keep at least one")
         if chosen:
             pruned[layer] = chosen
     return dict(sorted(pruned.items()))
@@ -197,10 +222,10 @@ class BertConfig(ModelConfig):
     knows which class the weights fit.
     """
 
-    def validate(self) -> None:
-        super().validate()
+    def validate(self, source: str = "config") -> None:
+        super().validate(source)
         if self.model_type != "bert":
-            raise UserError(f"config model_type={self.model_type!r}: expected 'bert'")
+            raise UserError(f"{source}: model_type is {self.model_type!r}; expected 'bert'")
 
     def to_hf_dict(self) -> dict:
         return {"architectures": ["BertForPreTraining"], "model_type": "bert",

@@ -26,6 +26,7 @@ import numpy as np
 from nlp_tutorials.models.config import CONFIG_NAME, BertConfig
 from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import write_bytes_atomic
+from nlp_tutorials.system.values import at
 from nlp_tutorials.text.tokenization import VOCAB_NAME, read_vocab
 
 SAFETENSORS_NAME = "model.safetensors"
@@ -240,8 +241,10 @@ def read_weights(path, config: BertConfig, printer=print) -> list[StoredWeight]:
         printer(f"note: {path} has no pre-training heads (masked-LM, next-sentence); "
                 f"they keep their fresh random initialisation")
     check_names(path, {row[column] for row in rows}, tensors.keys())
-    return [StoredWeight(row[0], row[column], tensors[row[column]],
-                         is_transposed(fmt, row[0], row[column])) for row in rows]
+    weights = [StoredWeight(row[0], row[column], tensors[row[column]],
+                            is_transposed(fmt, row[0], row[column])) for row in rows]
+    check_values(path, weights)
+    return weights
 
 
 def check_names(path, expected: set, stored) -> None:
@@ -255,6 +258,21 @@ def check_names(path, expected: set, stored) -> None:
     if problems:
         raise UserError(f"{path}: weights do not match a BERT of this config: "
                         f"{'; '.join(problems)}")
+
+
+def check_values(path, weights: list[StoredWeight]) -> None:
+    """UserError naming every tensor that is not floating point or holds a NaN or an infinity
+    (with the first such value and where it is): loaded, one would make every output NaN."""
+    bad = []
+    for weight in weights:
+        if weight.value.dtype.kind != "f":
+            bad.append(f"{weight.name} ({weight.value.dtype})")
+        elif not np.isfinite(weight.value).all():
+            index = tuple(np.argwhere(~np.isfinite(weight.value))[0])
+            bad.append(f"{weight.name} ({weight.value[index]} at {at(index)})")
+    if bad:
+        raise UserError(f"{path}: tensors that are not finite floating-point numbers: "
+                        f"{listing(bad)}")
 
 
 def assign_weights(model, weights: list[StoredWeight], path) -> None:

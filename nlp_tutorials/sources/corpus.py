@@ -33,6 +33,7 @@ from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.text.tokenization import pad_ragged
 
 DEFAULT_MAX_LEN = 128  # google-research/bert's max_seq_length for most of pre-training
+MIN_MAX_LEN = 8  # room for two segments and three special tokens
 SHORT_SEQUENCE_PROB = 0.1
 DOCUMENT_BUFFER = 1000
 DOCUMENT_PIECE_LINES = 1000
@@ -40,7 +41,17 @@ PAIR_SHUFFLE_BUFFER = 10_000
 
 
 def corpus_files(pattern: str) -> list[Path]:
-    """The files ``pattern`` (a path or a glob; ``**`` reaches into sub-folders) names, sorted."""
+    """The files ``pattern`` names, sorted: the file itself when one has that name, else the
+    files the glob matches (``**`` reaches into sub-folders).
+
+    A name is tried as a file first because glob characters are legal in file names: read as a
+    glob, ``corpus[1].txt`` would match ``corpus1.txt`` and never itself.
+    """
+    if Path(pattern).is_file():
+        return [Path(pattern)]
+    if Path(pattern).is_dir():
+        raise UserError(f"--corpus {pattern}: a folder; expected a text file or a glob such as "
+                        f"'{Path(pattern) / '*.txt'}'")
     paths = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
     if not paths:
         raise UserError(f"--corpus {pattern}: no file matches; expected a text file or a glob "
@@ -274,9 +285,9 @@ def shuffled(items, size: int, rng: random.Random):
 
 
 def check_max_len(max_len: int) -> None:
-    if max_len < 8:
+    if max_len < MIN_MAX_LEN:
         raise UserError(f"--max-len {max_len}: a corpus pair needs room for two segments and "
-                        f"three special tokens; expected at least 8")
+                        f"three special tokens; expected at least {MIN_MAX_LEN}")
 
 
 class CorpusData:

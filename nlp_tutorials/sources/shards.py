@@ -12,22 +12,35 @@ leaves no half-written ``--output``.
 shuffled, several files read at once (interleave), examples shuffled in a buffer, batches
 parsed and padded, then masked afresh for every batch (the pairs are fixed at ``prepare``, the
 masking is not), all prefetched. Under several workers each reads only its own shards
-(:func:`worker_files`), so no example is read twice in an epoch.
+(:func:`worker_files`), so no example is read twice in an epoch. Before any of that,
+:func:`read_description` checks every field of ``corpus.json`` and the first record of every
+shard, without TensorFlow; a record damaged further on is named when training meets it
+(:meth:`ShardData.naming_damaged_shards`).
 """
 import hashlib
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from nlp_tutorials.sources.corpus import CorpusCounts, CorpusData
+from nlp_tutorials.sources.corpus import MIN_MAX_LEN, CorpusCounts, CorpusData
+from nlp_tutorials.sources.records import RecordError, example_features, read_first_record
 from nlp_tutorials.sources.source import trimmed_batches
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
-from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.values import (
+    check_integer,
+    check_text,
+    integer_field,
+    refuse,
+    required,
+    text_field,
+)
 from nlp_tutorials.text.tokenization import load_tokenizer
 
 DESCRIPTION_NAME = "corpus.json"
@@ -38,6 +51,11 @@ INTERLEAVE_FILES = 4
 # may hold only so many open files (often 1,024).
 MAX_SHARDS = 512
 COUNTED = ("documents", "empty_documents", "empty_files", "split_lines")  # CorpusCounts' order
+SHARD_LIST = f'a list of 1 to {MAX_SHARDS} {{"file": name, "examples": count}} entries'
+SHA256 = re.compile(r"[0-9a-f]{64}")
+FEATURES = ("input_ids", "token_type_ids", "nsp_label")  # each record's, all int64
+RECORDS_EXPECTED = ("the pre-training pairs `prepare` writes (int64 features input_ids, "
+                    "token_type_ids, nsp_label); prepare the folder again")
 
 
 def shard_name(index: int, count: int) -> str:
@@ -135,7 +153,10 @@ def _write_shards(data: CorpusData, work: Path, shards: int, pattern: str) -> di
 
 
 def read_description(directory) -> dict:
-    """``corpus.json`` of a ``--data`` folder, checked against the files beside it."""
+    """``corpus.json`` of a ``--data`` folder, every field checked (:func:`check_description`),
+    then against the files beside it: every shard there, the vocabulary the one the shards were
+    written with, and the first record of each shard a pair (:func:`first_record_problem`).
+    Plain Python: the command line calls it before TensorFlow starts."""
     directory = Path(directory)
     path = directory / DESCRIPTION_NAME
     if not directory.is_dir():
@@ -144,18 +165,73 @@ def read_description(directory) -> dict:
     if not path.is_file():
         raise UserError(f"--data {directory}: no {DESCRIPTION_NAME}; expected a folder written "
                         f"by `prepare`")
-    description = read_json_object(path)
-    if description.get("format") != FORMAT:
-        raise UserError(f"{path}: format {description.get('format')!r}; expected {FORMAT!r}")
-    for entry in description.get("shards", []):
-        if not (directory / entry["file"]).is_file():
-            raise UserError(f"--data {directory}: shard {entry['file']} listed in "
+    description = check_description(read_json_object(path), path)
+    shards = [directory / entry["file"] for entry in description["shards"]]
+    for shard in shards:
+        if not shard.is_file():
+            raise UserError(f"--data {directory}: shard {shard.name} listed in "
                             f"{DESCRIPTION_NAME} is missing")
     tokenizer = load_tokenizer(directory)
-    if vocab_fingerprint(tokenizer) != description.get("vocab_sha256"):
+    if vocab_fingerprint(tokenizer) != description["vocab_sha256"]:
         raise UserError(f"--data {directory}: vocab.txt is not the vocabulary the shards were "
                         f"written with (its SHA-256 differs from {DESCRIPTION_NAME}'s)")
+    if description["vocab_size"] != tokenizer.vocab_size:
+        raise UserError(f"{path}: vocab_size is {description['vocab_size']}, but the "
+                        f"vocabulary beside it has {tokenizer.vocab_size} tokens; expected the "
+                        f"folder as `prepare` wrote it")
+    for shard in shards:
+        problem = first_record_problem(shard, description)
+        if problem:
+            raise UserError(f"{shard}: {problem}; expected {RECORDS_EXPECTED}")
     return description
+
+
+def check_description(description: dict, path) -> dict:
+    """``description`` (``corpus.json``'s object, read from ``path``) if every field is what
+    :func:`prepare_shards` writes: texts, counts that are integers in range and add up, and a
+    shard list; else a one-line UserError naming the field."""
+    if description.get("format") != FORMAT:
+        raise UserError(f"{path}: format {description.get('format')!r}; expected {FORMAT!r}")
+    for name in ("source", "tokenizer_class"):
+        text_field(description, name, path)
+    integer_field(description, "max_len", path, minimum=MIN_MAX_LEN)
+    integer_field(description, "seed", path, minimum=0)
+    integer_field(description, "vocab_size", path, minimum=1)
+    if not SHA256.fullmatch(text_field(description, "vocab_sha256", path)):
+        raise refuse(path, "vocab_sha256", description["vocab_sha256"],
+                     "64 hexadecimal digits (a SHA-256)")
+    for name in ("is_next", "not_next", *COUNTED):
+        integer_field(description, name, path, minimum=0)
+    examples = integer_field(description, "examples", path, minimum=1)
+    if description["is_next"] + description["not_next"] != examples:
+        raise UserError(f"{path}: is_next {description['is_next']} + not_next "
+                        f"{description['not_next']} is not examples {examples}; expected the "
+                        f"counts `prepare` wrote")
+    shards = check_shard_list(required(description, "shards", path, SHARD_LIST), path)
+    if sum(entry["examples"] for entry in shards) != examples:
+        raise UserError(f"{path}: the shards' examples add up to "
+                        f"{sum(entry['examples'] for entry in shards)}, not examples "
+                        f"{examples}; expected the counts `prepare` wrote")
+    return description
+
+
+def check_shard_list(shards, path) -> list:
+    """``corpus.json``'s ``shards``: 1 to MAX_SHARDS entries, each a file name in the folder
+    (no path: the folder is read, nothing outside it) listed once and its examples, at least 1."""
+    if not isinstance(shards, list) or not 1 <= len(shards) <= MAX_SHARDS:
+        raise refuse(path, "shards", shards, SHARD_LIST)
+    names = set()
+    for index, entry in enumerate(shards):
+        field = f"shards[{index}]"
+        if not isinstance(entry, dict) or not {"file", "examples"} <= set(entry):
+            raise refuse(path, field, entry, '{"file": name, "examples": count}')
+        name = check_text(entry["file"], f"{field}.file", path)
+        if name in names or name in ("", ".", "..") or Path(name).name != name:
+            raise refuse(path, f"{field}.file", name, "the name of a file in the folder, "
+                                                      "listed once")
+        names.add(name)
+        check_integer(entry["examples"], f"{field}.examples", path, minimum=1)
+    return shards
 
 
 def check_same_tokenizer(data_dir, tokenizer, model_dir) -> None:
@@ -167,6 +243,79 @@ def check_same_tokenizer(data_dir, tokenizer, model_dir) -> None:
                         f"{description['vocab_sha256'][:12]}... against "
                         f"{vocab_fingerprint(tokenizer)[:12]}...); prepare it again with "
                         f"--tokenizer-from {model_dir}")
+
+
+def example_problem(serialized: bytes, max_len: int, vocab_size: int) -> str | None:
+    """What keeps one record from being a pair as :func:`serialize_pair` writes it, or None.
+
+    A pair is a ``tf.train.Example`` with int64 features ``input_ids`` (3 to ``max_len`` ids
+    below ``vocab_size``), ``token_type_ids`` (as many, each 0 or 1) and ``nsp_label`` (one
+    label, 0 or 1). Read without TensorFlow (:mod:`nlp_tutorials.sources.records`).
+    """
+    try:
+        features = example_features(serialized)
+    except RecordError as error:
+        return str(error)
+    for name in FEATURES:
+        if features.get(name, (None,))[0] != "int64_list":
+            return f"has no int64 feature {name!r}"
+    ids, types, label = (np.array(features[name][1], np.int64) for name in FEATURES)
+    if not 3 <= ids.size <= max_len:
+        return f"has {ids.size} input_ids; expected 3 to max_len {max_len}"
+    outside = ids[(ids < 0) | (ids >= vocab_size)]
+    if outside.size:
+        return f"has token id {outside[0]} in input_ids; expected ids 0 to {vocab_size - 1}"
+    if types.size != ids.size or not np.isin(types, (0, 1)).all():
+        return "has token_type_ids that are not one 0 or 1 per input id"
+    if label.size != 1 or label[0] not in (0, 1):
+        return f"has nsp_label {label.tolist()}; expected [0] or [1]"
+    return None
+
+
+def first_record_problem(path, description: dict) -> str | None:
+    """What is wrong with the first record of the shard file ``path``, or None; read in plain
+    Python, so ``train --data`` checks every shard before TensorFlow starts."""
+    try:
+        record = read_first_record(path)
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    except RecordError as error:
+        return str(error)
+    if record is None:
+        return "holds no record"
+    problem = example_problem(record, description["max_len"], description["vocab_size"])
+    return problem and f"record 1 {problem}"
+
+
+def damaged_record(path, description: dict) -> str | None:
+    """What is wrong with the first bad record of the shard file ``path`` (read whole, with
+    ``tf.data``), or None: a record TensorFlow cannot read (a cut file, flipped bytes) or one
+    that is no pair (:func:`example_problem`)."""
+    import tensorflow as tf
+
+    records, number = iter(tf.data.TFRecordDataset(str(path))), 0
+    while True:
+        try:
+            record = next(records)
+        except StopIteration:
+            return None
+        except tf.errors.OpError as error:
+            return f"record {number + 1} cannot be read ({tensorflow_reason(error)})"
+        number += 1
+        problem = example_problem(record.numpy(), description["max_len"],
+                                  description["vocab_size"])
+        if problem:
+            return f"record {number} {problem}"
+
+
+def tensorflow_reason(error) -> str:
+    """What a ``tf.data`` error says happened ("corrupted record at 12"), without the
+    function and op names TensorFlow puts around it."""
+    text = re.sub(r"\{\{[^}]*\}\}\s*", "", first_line(error))
+    found = re.search(r"\w+ record at \d+", text)  # "truncated record at 3095"
+    if found:
+        return found.group(0)
+    return re.sub(r"\s*\[Op:.*$", "", text).strip() or type(error).__name__
 
 
 def worker_files(directory, description: dict, pipelines: int = 1, pipeline_id: int = 0):
@@ -319,5 +468,30 @@ class ShardData:
                 length_multiple: int = 1):
         """This worker's rows of each global batch from step ``start + 1`` on, trimmed; see
         :meth:`~nlp_tutorials.sources.source.PretrainingSource.batches`."""
-        return trimmed_batches(self.dataset(batch_size, masked, start),
-                               self.tokenizer.pad_id, length_multiple)
+        return self.naming_damaged_shards(trimmed_batches(
+            self.dataset(batch_size, masked, start), self.tokenizer.pad_id, length_multiple))
+
+    def naming_damaged_shards(self, batches):
+        """``batches``, but a record ``tf.data`` cannot read or parse mid-run (a shard damaged
+        after its first record) ends the run with one line naming the shard and the record.
+
+        TensorFlow's error names neither (the files are read several at a time), so this
+        worker's shards are read again, each record checked, to find it; the error stays as it
+        was when every record reads well.
+        """
+        import tensorflow as tf
+
+        batches = iter(batches)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
+                for path in self.files:
+                    problem = damaged_record(path, self.description)
+                    if problem:
+                        raise UserError(f"{path}: {problem}, met during training; expected "
+                                        f"{RECORDS_EXPECTED}") from None
+                raise
+            yield batch

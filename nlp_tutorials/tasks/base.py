@@ -200,7 +200,8 @@ class Task:
     def parse_lines(self, lines, source: str):
         """Examples from lines a user gives ``predict``: yields one example per usable line;
         a malformed line raises UserError naming ``source`` and its line number, after the
-        examples before it have been yielded."""
+        examples before it have been yielded, and lines with no example at all (blank ones, or
+        none) raise UserError naming ``source`` once they are all read."""
         raise NotImplementedError
 
     def format_prediction(self, example, prediction) -> str:

@@ -128,8 +128,10 @@ class MrpcTask(Task):
         """Pairs from TSV lines: ``s1<TAB>s2``, or MRPC rows (5 columns; header skipped).
 
         Yields a :class:`Pair` per line (label 0, both ids the line number); a malformed line
-        raises UserError naming it, after the pairs before it have been yielded.
+        raises UserError naming it, after the pairs before it have been yielded, and so do lines
+        that hold no pair at all (blank, or a header only), once all are read.
         """
+        pairs = 0
         for number, line in enumerate(lines, start=1):
             line = line.rstrip("\r\n")
             if not line.strip() or line.startswith("Quality\t"):
@@ -140,4 +142,9 @@ class MrpcTask(Task):
             if len(fields) != 2 or not all(f.strip() for f in fields):
                 raise UserError(f"{source}, line {number}: expected two tab-separated sentences "
                                 f"(or an MRPC row of 5 columns), got {len(fields)} field(s)")
+            pairs += 1
             yield Pair(0, str(number), str(number), fields[0], fields[1])
+        if not pairs:
+            raise UserError(f"{source}: no sentence pairs found (only blank lines or a header); "
+                            f"expected one pair a line: two tab-separated sentences, or an MRPC "
+                            f"row of 5 columns")

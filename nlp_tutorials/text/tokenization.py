@@ -20,6 +20,7 @@ import tokenizers
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.values import check_integer
 
 PAD = "[PAD]"
 UNK = "[UNK]"
@@ -513,7 +514,9 @@ def load_tokenizer(directory) -> Tokenizer:
         raise UserError(f"{config_path}: unknown tokenizer_class {name!r}; expected one of "
                         f"{', '.join(TOKENIZER_CLASSES)} or {', '.join(HF_BERT_TOKENIZERS)}")
     vocab = read_vocab(vocab_path)
-    if config.get("vocab_size", len(vocab)) != len(vocab):
-        raise UserError(f"{config_path}: vocab_size is {config['vocab_size']} but {vocab_path} "
+    saved_size = check_integer(config.get("vocab_size", len(vocab)), "vocab_size", config_path,
+                               minimum=1)
+    if saved_size != len(vocab):
+        raise UserError(f"{config_path}: vocab_size is {saved_size} but {vocab_path} "
                         f"has {len(vocab)} tokens")
     return TOKENIZER_CLASSES[name]._from_config(vocab, config, config_path)

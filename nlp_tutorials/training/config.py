@@ -10,10 +10,13 @@ in Python. The command line builds each config with :func:`config_from_args`. Th
 imports no TensorFlow (nor argparse).
 """
 import dataclasses
+import math
 from pathlib import Path
 
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import read_json_object
+from nlp_tutorials.system.values import check_integer, is_integer, is_number, refuse, shown
 from nlp_tutorials.training.distribute import (
     PRECISIONS,
     STRATEGIES,
@@ -39,12 +42,17 @@ def value_kind(convert, expected: str, accepts):
             raise ValueError(f"expected {expected}, got {text}")
         return value
 
+    # The same rule checks the value when a saved run is read back (read_saved_settings).
+    parse.expected, parse.accepts = expected, accepts
     return parse
 
 
 positive_int = value_kind(int, "a positive integer", lambda value: value >= 1)
 non_negative_int = value_kind(int, "a non-negative integer", lambda value: value >= 0)
-positive_float = value_kind(float, "a positive number", lambda value: value > 0)
+positive_float = value_kind(float, "a positive number",
+                            lambda value: math.isfinite(value) and value > 0)
+non_negative_float = value_kind(float, "a non-negative number",
+                                lambda value: math.isfinite(value) and value >= 0)
 probability = value_kind(float, "a probability in [0, 1)", lambda value: 0 <= value < 1)
 
 
@@ -65,6 +73,7 @@ class Flag:
 
 
 FLAG = "flag"  # the key of a field's Flag in its metadata
+RULE = "rule"  # the key of a flag-less field's (kind, choices) in its metadata
 
 
 def setting(default=dataclasses.MISSING, help: str = "", **flag):
@@ -80,6 +89,13 @@ def setting(default=dataclasses.MISSING, help: str = "", **flag):
     ``--steps 0`` with "expected a positive integer, got 0".
     """
     return dataclasses.field(default=default, metadata={FLAG: Flag(help, **flag)})
+
+
+def checked(default, kind=None, choices: tuple = None):
+    """A dataclass field that is no flag, but whose value is checked as a flag's would be when
+    a saved run is read back (:func:`read_saved_settings`): ``kind`` (a parser such as
+    :data:`positive_int`), ``choices``."""
+    return dataclasses.field(default=default, metadata={RULE: (kind, choices)})
 
 
 class Settings:
@@ -138,14 +154,14 @@ class TrainConfig(Settings):
     it was extended. Fields without a flag are set in Python (``model_type`` by the command).
     """
 
-    model_type: str = "bert"
+    model_type: str = checked("bert", choices=("bert", "gpt"))
     model_dir: str = setting("visual/models/bert", "where checkpoints, vocab and config go")
     steps: int = setting(1000, "optimisation steps", kind=positive_int)
     batch_size: int = setting(16, "sequences per step", kind=positive_int)
     learning_rate: float = setting(5e-4, "peak AdamW learning rate, reached after 10% warm-up, "
                                          "then decayed linearly to 0", kind=positive_float)
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
+    warmup_fraction: float = checked(0.1, kind=probability)
+    weight_decay: float = checked(0.01, kind=non_negative_float)
     dim: int = setting(256, "model width", kind=positive_int)
     layers: int = setting(4, "Transformer layers", kind=positive_int)
     heads: int = setting(4, "attention heads; must divide --dim", kind=positive_int)
@@ -164,11 +180,11 @@ class TrainConfig(Settings):
     whole_word_mask: bool = setting(False, "mask all pieces of a chosen word together (BERT's "
                                            "whole-word masking)", models=("bert",))
     seed: int = setting(1, "random seed", kind=non_negative_int)
-    log_every: int = 50
+    log_every: int = checked(50, kind=positive_int)
     sample_every: int = setting(250, "steps between printed example predictions",
                                 kind=positive_int)
     checkpoint_every: int = setting(250, "steps between checkpoints", kind=positive_int)
-    keep_checkpoints: int = 3
+    keep_checkpoints: int = checked(3, kind=positive_int)
     jit: bool = setting(False, "XLA-compile the training step")
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
@@ -183,7 +199,8 @@ class TrainConfig(Settings):
     # shards ``prepare`` wrote. Empty: MRPC.
     corpus: str = setting("", "pre-train on this text instead of MRPC: one sentence a line, a "
                               "blank line between documents (google-research/bert's format), "
-                              "read as a stream; quote a glob, e.g. 'books/*.txt'",
+                              "read as a stream; a file of that name is read as it is, else "
+                              "the name is a glob (quote it), e.g. 'books/*.txt'",
                           metavar="PATH_OR_GLOB", exclusive="text")
     data: str = setting("", "pre-train on the TFRecord shards `prepare` wrote into DIR "
                             "(tokenizer and max_len come from there)",
@@ -382,6 +399,75 @@ def config_from_args(config_class, args, **values) -> tuple:
     config.check(frozenset(given))
     config.check_inputs()
     return config, given
+
+
+# How a saved setting of each type is recognised, and how an error names the type.
+SAVED_TYPES = {bool: (lambda value: isinstance(value, bool), "true or false"),
+               int: (is_integer, "an integer"), float: (is_number, "a finite number"),
+               str: (lambda value: isinstance(value, str), "text")}
+EXTENSION_RECORD = '{"at_step": step, "from_steps": steps, "to_steps": steps}'
+
+
+def read_saved_settings(config_class, path) -> dict:
+    """The settings a run saved in ``path`` (``train_config.json``), once each field
+    ``config_class`` declares has passed the checks its flag's value would
+    (:func:`check_saved_value`) and the fields together its ``check()``.
+
+    A file edited by hand or from elsewhere is refused in one line naming the file and field,
+    rather than failing far into the run. Keys the class does not declare are returned as they
+    are (the caller takes only the fields it wants).
+    """
+    saved = read_json_object(path)
+    fields = {field.name: field for field in dataclasses.fields(config_class)}
+    for name, value in saved.items():
+        if name in fields:
+            check_saved_value(fields[name], value, path)
+    try:
+        config_class(**{name: value for name, value in saved.items() if name in fields})
+    except UserError as error:
+        raise UserError(f"{path}: {error}") from None
+    return saved
+
+
+def check_saved_value(field, value, path) -> None:
+    """One saved setting: of its field's type (an integer is never a boolean; a float may be
+    written as an integer; numbers are finite), then, unless it is the field's default (0 may
+    mean "not given"), of its flag's kind and choices."""
+    kind, choices = field_rule(field)
+    if field.name == "schedule_extensions":
+        check_schedule_records(value, path)
+        return
+    accepted_type, type_name = SAVED_TYPES[field.type]
+    expected = ("one of " + ", ".join(map(shown, choices)) if choices
+                else kind.expected if kind else type_name)
+    if not accepted_type(value):
+        raise refuse(path, field.name, value, expected)
+    if value != field.default and ((kind and not kind.accepts(value))
+                                   or (choices and value not in choices)):
+        raise refuse(path, field.name, value, expected)
+
+
+def field_rule(field) -> tuple:
+    """(kind, choices) of a settings field: its flag's, or those :func:`checked` gave it."""
+    if FLAG in field.metadata:
+        return field.metadata[FLAG].kind, field.metadata[FLAG].choices
+    return field.metadata.get(RULE, (None, None))
+
+
+def check_schedule_records(records, path) -> None:
+    """``schedule_extensions`` as ``train --resume --steps`` writes it: a list of records, each
+    the step the run was extended at and its steps before and after. Whether they make one
+    schedule ending at ``steps`` is checked when it is built (training.pretraining)."""
+    if not isinstance(records, list):
+        raise refuse(path, "schedule_extensions", records, f"a list of {EXTENSION_RECORD}")
+    for index, record in enumerate(records):
+        field = f"schedule_extensions[{index}]"
+        if not isinstance(record, dict) or not {"at_step", "from_steps", "to_steps"} <= set(
+                record):
+            raise refuse(path, field, record, EXTENSION_RECORD)
+        check_integer(record["at_step"], f"{field}.at_step", path, minimum=0)
+        for name in ("from_steps", "to_steps"):
+            check_integer(record[name], f"{field}.{name}", path, minimum=1)
 
 
 def _default(config, name: str):

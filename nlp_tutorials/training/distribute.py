@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError, first_line
+from nlp_tutorials.system.values import is_integer
 
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -74,7 +75,7 @@ def parse_tf_config(text: str | None = None) -> dict:
     if role not in cluster:
         raise UserError(f"TF_CONFIG task type {json.dumps(role)}: expected one of the cluster's "
                         f"roles ({', '.join(cluster)})")
-    if not isinstance(index, int) or not 0 <= index < len(cluster[role]):
+    if not is_integer(index) or not 0 <= index < len(cluster[role]):
         raise UserError(f"TF_CONFIG task index {json.dumps(index)}: expected 0 to "
                         f"{len(cluster[role]) - 1} (the cluster has {len(cluster[role])} "
                         f"{role} address(es))")

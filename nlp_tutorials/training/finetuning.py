@@ -31,10 +31,11 @@ from nlp_tutorials.training.checkpoints import build_model, latest_checkpoint, r
 from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
 from nlp_tutorials.training.loop import Hook, epoch_batches, train_steps
 from nlp_tutorials.text.packing import trim_padding
-from nlp_tutorials.tasks import get_task
+from nlp_tutorials.tasks import TASKS, get_task
 from nlp_tutorials.tasks.base import HEAD_CLASSES, Task, softmax
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
+from nlp_tutorials.system.values import refuse, required, text_field
 from nlp_tutorials.models import heads
 from nlp_tutorials.models.masks import MASK_VALUE
 from nlp_tutorials.tasks.metrics import mean_std
@@ -44,6 +45,7 @@ from nlp_tutorials.text.tokenization import Tokenizer, WordTokenizer, load_token
 MODEL_FILE = "model.keras"
 RESULTS_FILE = "results.json"
 TASK_FILE = "task.json"
+SAVED_LABELS = "a non-empty list of distinct label names, as `finetune` writes it"
 
 # Heads with one output per token: their batches, trimmed to different lengths, are padded back.
 PER_POSITION_HEADS = (heads.TokenClassifier, heads.SpanExtractor)
@@ -313,12 +315,12 @@ def load_task(output_dir) -> Task:
     if not path.is_file():
         return get_task(FinetuneConfig.task)
     saved = read_json_object(path)
-    labels = saved.get("labels")
-    if not isinstance(saved.get("task"), str) or not (
-            isinstance(labels, list) and all(isinstance(label, str) for label in labels)):
-        raise UserError(f"{path}: expected {{\"task\": name, \"labels\": [label names]}}, as "
-                        f"`finetune` writes it")
-    return get_task(saved["task"], labels=labels)
+    name = text_field(saved, "task", path, choices=tuple(TASKS))
+    labels = required(saved, "labels", path, SAVED_LABELS)
+    if not (isinstance(labels, list) and labels and len(set(labels)) == len(labels)
+            and all(isinstance(label, str) and label for label in labels)):
+        raise refuse(path, "labels", labels, SAVED_LABELS)
+    return get_task(name, labels=labels)
 
 
 def load_finetuned(output_dir) -> Finetuned:

@@ -42,7 +42,7 @@ from nlp_tutorials.training.checkpoints import (
     training_checkpoint,
 )
 from nlp_tutorials.models.config import ModelConfig
-from nlp_tutorials.training.config import TrainConfig
+from nlp_tutorials.training.config import TrainConfig, read_saved_settings
 from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as DEFAULT_CORPUS_MAX_LEN
 from nlp_tutorials.sources.corpus import CorpusData, check_max_len as check_corpus_max_len
@@ -247,7 +247,7 @@ def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainCon
     if not holds_checkpoint(model_dir) or not path.is_file():
         raise UserError(f"--resume: no checkpoint in {model_dir}; run train without --resume "
                         f"first")
-    saved = read_json_object(path)
+    saved = read_saved_settings(TrainConfig, path)
     mismatched = [f"--{name.replace('_', '-')} {getattr(config, name)} (saved: {saved[name]}"
                   + ("; a resumed run may grow longer, not shorter)" if name == "steps" else ")")
                   for name in TrainConfig.FROZEN

@@ -180,7 +180,7 @@ def legitimate(rng) -> dict:
     layers += [np.asfortranarray(rng.random((2, 2, 3, 3))),  # Fortran order
                rng.random((2, 2, 3, 6))[..., ::2],  # not contiguous
                rng.integers(0, 2, (2, 2, 3, 3)).astype(bool),
-               rng.integers(0, 9, (2, 2, 3, 3)).astype("u1"),
+               rng.integers(0, 2, (2, 2, 3, 3)).astype("u1"),  # weights: 0 or 1
                rng.random((2, 2, 3, 3)).tolist(),  # nested lists of floats
                [[[[np.float32(0.5)] * 3] * 3] * 2] * 2]  # lists of numpy scalars
     return {"model": "bert", "src": [["[CLS]", "a", "[PAD]"], ["[CLS]", "b", "c"]],

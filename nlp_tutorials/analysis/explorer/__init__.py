@@ -32,6 +32,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.values import check_between, check_finite, number_array, required
 from nlp_tutorials.analysis.visual import AXES, PAD, _check_index
 
 WEIGHT_LEVELS = 255  # attention weights are stored as bytes 0..255 = weight 0..1
@@ -136,18 +137,19 @@ def page_data(data, importance=None, initial=None, title="") -> dict:
 
 
 def read_importance(path, layers: int, heads: int):
-    """``importance`` [layers][heads] of a head_importance.json, checked against the model's
-    shape; a UserError naming the file when it does not fit."""
-    values = read_json_object(path).get("importance")
-    try:
-        array = np.asarray(values, np.float64)
-    except (TypeError, ValueError):
-        array = None
-    if array is None or array.shape != (layers, heads) or not np.all(np.isfinite(array)):
-        found = "nothing usable" if array is None else f"shape {list(array.shape)}"
-        raise UserError(f"{path}: 'importance' holds {found}; expected [{layers}, {heads}] "
-                        f"finite numbers (layers x heads of this model), as `bert heads` writes")
-    return array.tolist()
+    """``importance`` [layers][heads] of a head_importance.json: numbers of the model's shape,
+    finite and not negative (the page draws each as a bar); a UserError naming the file and
+    what is wrong (a value, and where it is) when they are not."""
+    expected = (f"[{layers}, {heads}] finite numbers >= 0 (layers x heads of this model), as "
+                f"`bert heads` writes")
+    values = required(read_json_object(path), "importance", path, expected)
+    array = number_array(values, "'importance'", path, expected)
+    if array.shape != (layers, heads):
+        raise UserError(f"{path}: 'importance' holds shape {list(array.shape)}; expected "
+                        f"{expected}")
+    check_finite(array, "'importance'", path, expected, ("layer", "head"))
+    return check_between(array, "'importance'", path, 0, None, expected,
+                         ("layer", "head")).tolist()
 
 
 def importance_beside(folder, data):
