@@ -9,6 +9,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -391,6 +392,7 @@ sys.exit(main("gpt", sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 def test_a_killed_prepare_leaves_its_folder_and_the_next_removes_it(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
     output, marker = tmp_path / "shards", tmp_path / "paused"
@@ -409,6 +411,7 @@ def test_a_killed_prepare_leaves_its_folder_and_the_next_removes_it(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "paused", "shards"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_date_training_leaves_no_model_folder(tmp_path):
     model_dir = tmp_path / "new" / "dates"
     process = start(["nlp_tutorials.transformer", "train", "--model-dir", str(model_dir),
@@ -447,6 +450,7 @@ sys.exit(main("bert", sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_command_that_writes_nothing(finetuned, tmp_path):
     marker = tmp_path / "paused"
     status, out, err = signalled_when_paused(
@@ -456,6 +460,7 @@ def test_ctrl_c_in_a_command_that_writes_nothing(finetuned, tmp_path):
         130, "", "python -m nlp_tutorials.bert predict: interrupted; nothing was written\n")
 
 
+@pytest.mark.slow
 def test_ctrl_c_is_restored_where_a_shell_ignores_it(tmp_path):
     """A background job starts with SIGINT ignored; `kill -INT` still stops a command."""
     marker, corpus = tmp_path / "paused", write_corpus(tmp_path / "corpus.txt")
@@ -472,3 +477,26 @@ def write_corpus(path: Path) -> Path:
     """A small corpus: 30 documents of two sentences."""
     path.write_text("".join(f"sentence {i} of a text .\nand one more .\n\n" for i in range(30)))
     return path
+
+
+def test_a_held_folder_reads_and_copies_as_before(tmp_path, capsys):
+    """While a run holds a model folder, its lock file is one more hidden file: the commands
+    that read the folder, and a copy of it, work as before (0.1.0's folders here)."""
+    from nlp_tutorials.system.locks import held_folder
+    from nlp_tutorials.training.checkpoints import checkpoint_names, restore_model
+    from nlp_tutorials.training.finetuning import load_finetuned
+
+    legacy = shutil.copytree(FIXTURES / "legacy_0_1", tmp_path / "legacy")
+    pretrained, finetuned = legacy / "bert_pretrain", legacy / "bert_finetuned"
+    with held_folder(pretrained, "--model-dir"), held_folder(finetuned, "--output-dir"):
+        assert (pretrained / LOCK_NAME).is_file() and (finetuned / LOCK_NAME).is_file()
+        model, _ = restore_model(pretrained)
+        assert checkpoint_names(pretrained / "checkpoints")[0].startswith("ckpt-")
+        assert load_finetuned(finetuned).head.num_labels == 2
+        assert main("bert", ["export", "--model-dir", str(pretrained), "--n", "1",
+                             "--output", str(tmp_path / "a.pkl")]) == 0
+        copy = shutil.copytree(pretrained, tmp_path / "copy")
+        assert main("bert", ["export", "--model-dir", str(copy), "--n", "1",
+                             "--output", str(tmp_path / "b.pkl")]) == 0
+    assert (tmp_path / "a.pkl").read_bytes() == (tmp_path / "b.pkl").read_bytes()
+    assert "attention of 1 test pairs written" in capsys.readouterr().out

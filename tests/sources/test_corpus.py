@@ -530,6 +530,7 @@ sys.exit(main("bert", sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 def test_interrupted_prepare_leaves_nothing(tmp_path, text):
     """A real Ctrl-C (SIGINT) to a real `prepare`, sent once its shards are written into the
     temporary folder: one line, exit status 130, and nothing left, that folder included."""

@@ -55,6 +55,7 @@ def test_train_refused_by_its_checkpoint_leaves_no_folder(tmp_path, wider_vocabu
     assert list(tmp_path.iterdir()) == [wider_vocabulary]
 
 
+@pytest.mark.slow
 def test_train_refused_for_its_batch_size_leaves_no_folder(tmp_path):
     """Three logical CPU replicas do not split a batch of 16: refused once the strategy is
     made (a fresh process: logical devices are set up before TensorFlow starts)."""
