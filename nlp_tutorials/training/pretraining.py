@@ -1,8 +1,9 @@
 """Pre-training a GPT or BERT: settling the run, its text, its model, and the test score.
 
-One tensor's way: :func:`pretrain` settles the run (:func:`prepare_run`; :func:`run_text` says
+One tensor's way: :func:`pretrain` settles the run (:func:`settle_run`; :func:`run_text` says
 what it learns from: MRPC's pairs, a corpus or shards), builds the model and its optimizer
-(:func:`build_training_state`), and feeds the text's batches
+(:func:`build_training_state`), writes the run's settings once all of that has passed
+(:func:`save_run`), and feeds the text's batches
 (:class:`~nlp_tutorials.sources.source.PretrainingSource`) to the training loop
 (:func:`~nlp_tutorials.training.loop.train_steps`, once per phase: :func:`train_in_phases`),
 which runs the model's compiled ``step()``, reports to
