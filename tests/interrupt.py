@@ -6,13 +6,20 @@ its size and then the process is killed with SIGKILL (``kill=True``) or :class:`
 raised. A writer that wrote in place would lose half the target; one that never syncs is never
 stopped, and :func:`killed_in_child` says so.
 
+:func:`signalled_when_paused` sends a real signal instead: a subprocess :func:`pause` s at a
+chosen point of its work (:func:`pause_at_write`: in its n-th file write) and the test signals
+it there.
+
 Kept apart from the tests so a subprocess can import it too.
 """
 import os
 import re
 import signal
 import stat
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 # The temporary files nlp_tutorials.system.files writes first: ".<name>.tmp<pid><suffixes>".
 TEMPORARY = re.compile(r"\..+\.tmp[0-9]+.*")
@@ -82,3 +89,56 @@ def snapshot(folder) -> dict:
 def temporaries(folder) -> list:
     """Names of the temporary files a killed writer left in ``folder``."""
     return [p.name for p in folder.iterdir() if TEMPORARY.fullmatch(p.name)]
+
+
+# A real signal from outside: a subprocess pauses at a chosen point of its work, and the test
+# sends it SIGINT (Ctrl-C) or SIGKILL there.
+
+def pause(marker, seconds: float = 120) -> None:
+    """Create the file ``marker``, then wait for a signal (``seconds`` at most)."""
+    with open(marker, "w"):
+        pass
+    time.sleep(seconds)
+    raise AssertionError(f"no signal came in {seconds} s")
+
+
+def pause_at_write(nth: int, marker):
+    """An ``os.fsync`` that :func:`pause` s before syncing the ``nth`` regular file, which is
+    then written but not yet renamed into place."""
+    real_fsync = os.fsync
+    count = 0
+
+    def fsync(fd):
+        nonlocal count
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            count += 1
+            if count == nth:
+                pause(marker)
+        real_fsync(fd)
+
+    return fsync
+
+
+def signalled_when_paused(argv: list, marker, signum: int, cwd=None, timeout: float = 300,
+                          before_signal=None):
+    """Run ``python argv`` (the repository and tests/ first on its path), send it ``signum``
+    once it has created ``marker`` (after ``before_signal(its pid)``, which may look at its
+    work); returns (exit status, stdout, stderr)."""
+    root = Path(__file__).resolve().parent.parent
+    path = os.pathsep.join(p for p in (str(root), str(root / "tests"),
+                                       os.environ.get("PYTHONPATH")) if p)
+    process = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=cwd or root,
+                               env={**os.environ, "PYTHONPATH": path})
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(marker) and process.poll() is None:
+        if time.monotonic() > deadline:
+            process.kill()
+            break
+        time.sleep(0.05)
+    if process.poll() is None:
+        if before_signal:
+            before_signal(process.pid)
+        process.send_signal(signum)
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err

@@ -29,7 +29,9 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.training.config import FinetuneConfig
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.outputs import Output, writing
 from nlp_tutorials.training.finetuning import (
+    MODEL_FILE,
     evaluate,
     load_finetuned,
     save_head,
@@ -256,7 +258,28 @@ def plot_study(study: dict, path, task) -> Path:
 def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
                   study: bool = False, prune=None, pruned_dir=None, random_orders: int = 3,
                   recover_epochs: int = 0, printer=print) -> dict:
-    """``bert heads``: importance and entropy on the dev pairs, then the study and pruning."""
+    """``bert heads``: importance and entropy on the dev pairs, then the study and pruning.
+
+    Before any work, the folders it writes are checked and held
+    (:func:`~nlp_tutorials.system.outputs.writing`): ``output_dir`` and ``pruned_dir`` (default
+    ``<model_dir>_pruned<percent>``) may be neither ``model_dir`` nor inside it, and
+    ``model_dir`` (which gets ``head_importance.json``) and ``pruned_dir`` are locked.
+    """
+    outputs = [Output("--model-dir", model_dir, folder=True, lock=True,
+                      results=(IMPORTANCE_FILE,)),
+               Output("--output-dir", output_dir, folder=True)]
+    if prune is not None:
+        pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
+        outputs.append(Output("--pruned-dir", pruned_dir, folder=True, lock=True,
+                              results=(MODEL_FILE,)))
+    with writing(outputs, {"--model-dir": model_dir}):
+        return score_heads(model_dir, output_dir, dev_size, study, prune, pruned_dir,
+                           random_orders, recover_epochs, printer)
+
+
+def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned_dir,
+                random_orders: int, recover_epochs: int, printer=print) -> dict:
+    """The work of :func:`heads_command`, its folders checked."""
     head, tokenizer, task = load_finetuned(model_dir)
     task.dev_size = dev_size  # the dev pairs: the last dev_size of the train file's
     max_len = head.backbone.config.max_position_embeddings
@@ -287,7 +310,6 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
         pruned = pruned_head_model(head, spec)
         if recover_epochs:
             recover(pruned, tokenizer, recover_epochs, printer=printer, task=task)
-        pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
         save_head(pruned, pruned_dir)
         tokenizer.save(pruned_dir)
         save_task(pruned_dir, task)

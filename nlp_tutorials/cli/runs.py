@@ -1,53 +1,71 @@
 """What each command does, given its settings: one function a command.
 
 Each is called with the settings the command line built (already checked), and returns the
-exit status (None: 0). TensorFlow is started here, inside the functions, so that ``--help``
-and bad flags answer before it loads.
+exit status (None: 0). Each that writes names what it writes and reads first
+(:func:`~nlp_tutorials.system.outputs.writing`): a path it cannot write, an output over its
+own input or a model folder another run holds is refused before any work, and Ctrl-C says
+what each output holds. TensorFlow is started here, inside the functions, so that ``--help``,
+bad flags and those refusals answer before it loads.
 """
-import signal
+import contextlib
 import sys
 from pathlib import Path
 
 from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, default_pickle, trained_dir
+from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.outputs import Interrupted, Output, writing
 from nlp_tutorials.system.startup import start_tensorflow
-from nlp_tutorials.training.distribute import is_chief
+from nlp_tutorials.training.distribute import is_chief, worker_dir
 
 RESULTS = "visual/results"  # where pictures drawn after training go
+# What a model folder holds once a run has saved something worth keeping (see held_folder):
+# pre-training's checkpoints, the date model's weights, a fine-tuned model.
+CHECKPOINTS, DATE_WEIGHTS, FINETUNED_MODEL = "checkpoints", "model.weights.h5", "model.keras"
 
 
-def train(config, options, given) -> int:
+def train(config, options, given) -> None:
     """``train``: pre-train, then (unless --no-plots) export the model's attention and draw it.
 
     ``given`` names the settings set by flags: ``--resume`` checks the config's against the
-    saved run. Ctrl-C saves a checkpoint and exits with status 130.
+    saved run. Ctrl-C saves a checkpoint and ends the run (exit status 130).
     """
-    start_tensorflow()
-    from nlp_tutorials.training.pretraining import pretrain
+    model_dir = Output("--model-dir", worker_dir(config.model_dir, config.strategy),
+                       folder=True, lock=True, results=(CHECKPOINTS,))
+    reads = {"--data": config.data, "--init-from": config.init_from,
+             "--corpus": corpus_files(config.corpus) if config.corpus else []}
+    with writing([model_dir], reads):
+        start_tensorflow()
+        from nlp_tutorials.training.pretraining import pretrain
 
-    # A shell starts background jobs with SIGINT ignored, and Python keeps that; restore
-    # Ctrl-C (KeyboardInterrupt) so an interrupt always saves a checkpoint first.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
         run = pretrain(config, given, resume=options.resume)
-    except KeyboardInterrupt:
-        print("interrupted: checkpoint saved; continue with --resume", file=sys.stderr)
-        return 130
     # Only the chief of a multi-worker run draws: the others hold copies of its weights.
     if not options.no_plots and is_chief(config.strategy):
-        pickle_path = export_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
-                                       default_pickle(config.model_type), run.test_pairs)
-        draw(pickle_path, RESULTS, 0, None, None, config.model_type)
-    return 0
+        with drawing_after_training(model_dir.path):
+            pickle_path = export_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
+                                           default_pickle(config.model_type), run.test_pairs)
+            draw(pickle_path, RESULTS, 0, None, None, config.model_type)
+
+
+@contextlib.contextmanager
+def drawing_after_training(model_dir):
+    """Ctrl-C while the pictures are drawn: the trained model is saved already."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted after training: the model in {model_dir} is saved; "
+                          f"the attention pictures are not all drawn (`export` and `plot` "
+                          f"draw them)") from None
 
 
 def export(settings) -> None:
     """``bert|gpt export``: the attention of a trained model on MRPC test pairs, pickled."""
-    start_tensorflow()
-    from nlp_tutorials.training.checkpoints import restore_model
+    with writing([Output("--output", settings.output)], {"--model-dir": settings.model_dir}):
+        start_tensorflow()
+        from nlp_tutorials.training.checkpoints import restore_model
 
-    model, tokenizer = restore_model(settings.model_dir, settings.model_type)
-    export_attention(model, tokenizer, settings.n, settings.output)
+        model, tokenizer = restore_model(settings.model_dir, settings.model_type)
+        export_attention(model, tokenizer, settings.n, settings.output)
 
 
 def export_attention(model, tokenizer, n: int, output, test_pairs=None) -> Path:
@@ -62,8 +80,10 @@ def export_attention(model, tokenizer, n: int, output, test_pairs=None) -> Path:
 
 def plot(settings) -> None:
     """``plot``: heatmaps of every example in a pickle, and one line view."""
-    draw(settings.input, settings.output_dir, settings.case, settings.layer, settings.head,
-         settings.model_type)
+    with writing([Output("--output-dir", settings.output_dir, folder=True)],
+                 {"--input": settings.input}):
+        draw(settings.input, settings.output_dir, settings.case, settings.layer, settings.head,
+             settings.model_type)
 
 
 def draw(pickle_path, output_dir, case, layer, head, model_name) -> None:
@@ -80,36 +100,48 @@ def explore(settings) -> None:
 
     model_dir = None if settings.input else (settings.model_dir
                                              or trained_dir(settings.model_type))
-    path = write_page(settings.model_type, settings.output, model_dir, settings.input or None,
-                      settings.n, settings.example, settings.layer, settings.head,
-                      settings.view, settings.importance)
+    # The page's path is checked by the explorer, which words its own refusal.
+    page = Output("--output", settings.output, checked=False)
+    with writing([page], {"--input": settings.input, "--model-dir": model_dir,
+                          "--importance": settings.importance}):
+        path = write_page(settings.model_type, settings.output, model_dir,
+                          settings.input or None, settings.n, settings.example, settings.layer,
+                          settings.head, settings.view, settings.importance)
     print(f"explorer page written to {path}")
 
 
 def prepare(settings) -> None:
     """``prepare``: the tokenizer, then the shards (nlp_tutorials.sources.shards)."""
-    from nlp_tutorials.sources.corpus import corpus_files, learn_tokenizer
+    from nlp_tutorials.sources.corpus import learn_tokenizer
     from nlp_tutorials.text.tokenization import load_tokenizer
 
     paths = corpus_files(settings.corpus)
-    if settings.tokenizer_from:
-        tokenizer = load_tokenizer(settings.tokenizer_from)
-    else:
-        tokenizer = learn_tokenizer(settings.tokenizer, settings.vocab_size, paths,
-                                    settings.tokenizer_sample_mb)
-    start_tensorflow()
-    from nlp_tutorials.sources.shards import prepare_shards
+    # The shards are written beside --output and renamed into place whole.
+    shards = Output("--output", settings.output, folder=True, replaced=True)
+    with writing([shards], {"--corpus": paths, "--tokenizer-from": settings.tokenizer_from}):
+        if settings.tokenizer_from:
+            tokenizer = load_tokenizer(settings.tokenizer_from)
+        else:
+            tokenizer = learn_tokenizer(settings.tokenizer, settings.vocab_size, paths,
+                                        settings.tokenizer_sample_mb)
+        start_tensorflow()
+        from nlp_tutorials.sources.shards import prepare_shards
 
-    prepare_shards(settings.corpus, settings.output, settings.shards, tokenizer,
-                   settings.max_len, settings.seed)
+        prepare_shards(settings.corpus, settings.output, settings.shards, tokenizer,
+                       settings.max_len, settings.seed)
 
 
 def finetune(config) -> None:
     """``bert finetune``: fine-tune on MRPC, report test scores, save the model."""
-    start_tensorflow()
-    from nlp_tutorials.training.finetuning import finetune as finetune_mrpc
+    output_dir = Output("--output-dir", worker_dir(config.output_dir, config.strategy),
+                        folder=True, lock=True, results=(FINETUNED_MODEL,))
+    # The backbone comes from --init-from, from nowhere (--from-scratch) or from --model-dir.
+    backbone = "" if config.init_from or config.from_scratch else config.model_dir
+    with writing([output_dir], {"--model-dir": backbone, "--init-from": config.init_from}):
+        start_tensorflow()
+        from nlp_tutorials.training.finetuning import finetune as finetune_mrpc
 
-    finetune_mrpc(config)
+        finetune_mrpc(config)
 
 
 def predict(settings) -> None:
@@ -144,13 +176,15 @@ def export_model(settings) -> None:
     """``bert export-model``: an existing version folder is refused before TensorFlow loads."""
     from nlp_tutorials.system.files import refuse_existing
 
-    refuse_existing(Path(settings.output) / str(settings.version), settings.overwrite,
-                    "--output")
-    start_tensorflow()
-    from nlp_tutorials.serving.savedmodel import export_model as export_saved_model
+    version = Output("--output", Path(settings.output) / str(settings.version), folder=True,
+                     lock=True, replaced=True)
+    with writing([version], {"--model-dir": settings.model_dir}):
+        refuse_existing(version.path, settings.overwrite, "--output")
+        start_tensorflow()
+        from nlp_tutorials.serving.savedmodel import export_model as export_saved_model
 
-    export_saved_model(settings.model_dir, settings.output, settings.version,
-                       settings.overwrite, settings.ids_only)
+        export_saved_model(settings.model_dir, settings.output, settings.version,
+                           settings.overwrite, settings.ids_only)
 
 
 def generate(settings) -> None:
@@ -167,14 +201,18 @@ def generate(settings) -> None:
 
 def train_dates(config, options) -> None:
     """``transformer train``: learn the date task, then (unless --no-plots) draw attention."""
-    start_tensorflow()
-    from nlp_tutorials.training.seq2seq import train as train_date_model
+    model_dir = Output("--model-dir", config.model_dir, folder=True, lock=True,
+                       results=(DATE_WEIGHTS,))
+    with writing([model_dir]):
+        start_tensorflow()
+        from nlp_tutorials.training.seq2seq import train as train_date_model
 
-    train_date_model(config)
+        train_date_model(config)
     if not options.no_plots:
-        pickle_path = export_date_attention(config.model_dir, EXPORT_EXAMPLES,
-                                            default_pickle("transformer"))
-        draw(pickle_path, RESULTS, 0, None, None, "transformer")
+        with drawing_after_training(config.model_dir):
+            pickle_path = export_date_attention(config.model_dir, EXPORT_EXAMPLES,
+                                                default_pickle("transformer"))
+            draw(pickle_path, RESULTS, 0, None, None, "transformer")
 
 
 def translate(settings) -> None:
@@ -189,7 +227,8 @@ def translate(settings) -> None:
 
 def export_dates(settings) -> None:
     """``transformer export``: the attention on held-out dates, pickled."""
-    export_date_attention(settings.model_dir, settings.n, settings.output)
+    with writing([Output("--output", settings.output)], {"--model-dir": settings.model_dir}):
+        export_date_attention(settings.model_dir, settings.n, settings.output)
 
 
 def export_date_attention(model_dir, n: int, output) -> Path:

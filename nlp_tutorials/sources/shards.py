@@ -6,7 +6,8 @@ writes each pre-training pair, unmasked, to one of N shard files in turn: ``inpu
 the tokenizer (``vocab.txt``, ``tokenizer_config.json``) and ``corpus.json``, which names the
 shards with their example counts, ``max_len`` and the vocabulary's SHA-256. The folder is
 written under a temporary name and renamed when complete, so a failed or killed ``prepare``
-leaves no half-written ``--output``.
+leaves no half-written ``--output``; the temporary folder a killed one leaves beside it is
+removed by the next ``prepare`` into the same ``--output``.
 
 ``train --data`` (:func:`training_dataset`) reads the shards with ``tf.data``: file order
 shuffled, several files read at once (interleave), examples shuffled in a buffer, batches
@@ -32,7 +33,7 @@ from nlp_tutorials.sources.records import RecordError, example_features, read_fi
 from nlp_tutorials.sources.source import trimmed_batches
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.system.errors import UserError, first_line
-from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.files import read_json_object, remove_dead_temporaries, write_text_atomic
 from nlp_tutorials.system.values import (
     check_integer,
     check_text,
@@ -102,7 +103,10 @@ def prepare_shards(pattern: str, output, shards: int, tokenizer, max_len: int, s
                         f"choose a new folder")
     data = CorpusData(pattern, tokenizer, max_len=max_len, seed=seed, printer=printer)
     work = output.parent / f".{output.name}.tmp{os.getpid()}"
-    work.mkdir(parents=True)
+    work.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_temporaries(work.parent, output.name)  # what a killed prepare left
+    shutil.rmtree(work, ignore_errors=True)  # left by a killed process that had this id
+    work.mkdir()
     try:
         description = _write_shards(data, work, shards, pattern)
         if output.exists():

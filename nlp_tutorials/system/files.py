@@ -4,14 +4,22 @@ Writes are atomic: a crash or kill leaves either the old file or the new one, ne
 writer puts its bytes in a temporary file beside the target (``.<name>.tmp<pid><suffixes>``),
 syncs it to disk, renames it over the target (``os.replace``, atomic within one file system)
 and syncs the folder so the rename itself survives a power cut. A writer that fails removes its
-temporary file; one killed outright can leave it behind, named as above and safe to delete.
+temporary file. One killed outright (``kill -9``, a power cut) leaves it behind, named as above
+with the killed process' id: the next write of the same target removes it, once no process of
+that id runs (:func:`remove_dead_temporaries`), and says so in one line.
 """
 import json
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
+
+# What a writer puts beside its target while it works: ".<name>.tmp<pid><suffixes>" (a file, or
+# a folder from save_folder_atomic), and ".<name>.old<pid>" (the folder it replaces, set aside).
+TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?:tmp|old)(?P<pid>[0-9]+)(?P<suffixes>(?:\.[^.]+)*)")
 
 
 def write_text_atomic(path, text: str) -> None:
@@ -43,6 +51,7 @@ def save_atomic(path, save) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_temporaries(path.parent, path.name)
     tmp = temporary_path(path)
     try:
         save(tmp)
@@ -99,6 +108,7 @@ def save_folder_atomic(path, save) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_temporaries(path.parent, path.name)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     old = path.with_name(f".{path.name}.old{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -114,3 +124,54 @@ def save_folder_atomic(path, save) -> Path:
         raise
     shutil.rmtree(old, ignore_errors=True)
     return path
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of id ``pid`` runs on this machine (one that has ended but not yet been
+    reaped by its parent counts as running)."""
+    if pid <= 0:  # 0 and -1 address process groups, never one process
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        return True
+    except OverflowError:  # beyond any process id
+        return False
+    return True
+
+
+def dead_temporaries(folder, name: str | None = None) -> list:
+    """The temporaries in ``folder`` (see :data:`TEMPORARY`) whose writer no longer runs; only
+    those of the target ``name`` when it is given."""
+    found = []
+    for entry in sorted(os.listdir(folder)) if Path(folder).is_dir() else []:
+        match = TEMPORARY.fullmatch(entry)
+        if match and name in (None, match["name"]) and not process_alive(int(match["pid"])):
+            found.append(Path(folder) / entry)
+    return found
+
+
+def remove_dead_temporaries(folder, name: str | None = None, report=None) -> list:
+    """Remove what killed writers left in ``folder`` (of the target ``name`` only, when given):
+    the temporaries of processes that no longer run; those of a running one are its work in
+    progress and stay. ``report`` (default: standard error) gets one line naming what went.
+    Returns the paths removed."""
+    removed = dead_temporaries(folder, name)
+    for path in removed:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if removed:
+        pids = sorted({int(TEMPORARY.fullmatch(p.name)["pid"]) for p in removed})
+        by = (f"process {pids[0]}, which no longer runs" if len(pids) == 1 else
+              f"processes {', '.join(map(str, pids))}, which no longer run")
+        (report or _note)(f"note: removed {', '.join(p.name for p in removed)} from {folder}, "
+                          f"left by {by}")
+    return removed
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr)

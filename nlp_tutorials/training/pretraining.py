@@ -1,8 +1,9 @@
 """Pre-training a GPT or BERT: settling the run, its text, its model, and the test score.
 
-One tensor's way: :func:`pretrain` settles the run (:func:`prepare_run`; :func:`run_text` says
+One tensor's way: :func:`pretrain` settles the run (:func:`settle_run`; :func:`run_text` says
 what it learns from: MRPC's pairs, a corpus or shards), builds the model and its optimizer
-(:func:`build_training_state`), and feeds the text's batches
+(:func:`build_training_state`), writes the run's settings once all of that has passed
+(:func:`save_run`), and feeds the text's batches
 (:class:`~nlp_tutorials.sources.source.PretrainingSource`) to the training loop
 (:func:`~nlp_tutorials.training.loop.train_steps`, once per phase: :func:`train_in_phases`),
 which runs the model's compiled ``step()``, reports to
@@ -20,6 +21,7 @@ continues from the newest intact checkpoint
 (:func:`~nlp_tutorials.training.checkpoints.newest_intact_checkpoint`: a damaged newer one is reported
 in one line and passed over).
 """
+import contextlib
 import dataclasses
 import functools
 import json
@@ -52,6 +54,7 @@ from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.packing import longest_pair_length, trim_padding
 from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.outputs import Interrupted
 from nlp_tutorials.training.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
 from nlp_tutorials.sources.shards import ShardData, check_same_tokenizer, read_description
 from nlp_tutorials.text.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
@@ -63,7 +66,19 @@ JIT_LENGTH_MULTIPLE = 16
 
 
 def prepare_run(config: TrainConfig, given: set, resume: bool):
-    """Settle the run's config, tokenizer and model config, saving them into ``model_dir``.
+    """Settle the run's config, tokenizer and model config (:func:`settle_run`), saving them
+    into ``model_dir`` (:func:`save_run`) unless it resumes one saved there.
+
+    Returns (config, tokenizer, model_config, the run's text: :func:`run_text`).
+    """
+    settled = settle_run(config, given, resume)
+    if not resume:
+        save_run(*settled[:3])
+    return settled
+
+
+def settle_run(config: TrainConfig, given: set, resume: bool):
+    """The run's config, tokenizer and model config, and its text; nothing is written.
 
     ``given`` names the TrainConfig fields the user set explicitly; on ``--resume`` those must
     agree with the saved run (the rest are taken from it).
@@ -76,21 +91,27 @@ def prepare_run(config: TrainConfig, given: set, resume: bool):
         tokenizer = load_tokenizer(model_dir)
         model_config = ModelConfig.load(model_dir)
         text.check_tokenizer(tokenizer, model_dir)
+        return config, tokenizer, model_config, text
+    if holds_checkpoint(model_dir):
+        raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
+                        f"it, or choose another --model-dir")
+    text = run_text(config)
+    if config.init_from:
+        config, tokenizer, model_config = checkpoint_text_run(config, given, text)
     else:
-        if holds_checkpoint(model_dir):
-            raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
-                            f"it, or choose another --model-dir")
-        text = run_text(config)
-        if config.init_from:
-            config, tokenizer, model_config = checkpoint_text_run(config, given, text)
-        else:
-            tokenizer, config = text.new_tokenizer(config, given)
-            model_config = config.model_config(tokenizer.vocab_size, config.max_len)
-        tokenizer.save(model_dir)
-        model_config.save(model_dir)
-        write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
-                          json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+        tokenizer, config = text.new_tokenizer(config, given)
+        model_config = config.model_config(tokenizer.vocab_size, config.max_len)
     return config, tokenizer, model_config, text
+
+
+def save_run(config: TrainConfig, tokenizer, model_config: ModelConfig) -> None:
+    """Write a new run's tokenizer, ``config.json`` and ``train_config.json`` into
+    ``model_dir``, each atomically; ``export``, ``finetune`` and ``--resume`` read them."""
+    model_dir = Path(config.model_dir)
+    tokenizer.save(model_dir)
+    model_config.save(model_dir)
+    write_text_atomic(model_dir / TRAIN_CONFIG_NAME,
+                      json.dumps(dataclasses.asdict(config), indent=2) + "\n")
 
 
 def run_text(config: TrainConfig):
@@ -296,8 +317,9 @@ def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> Train
     """``config``'s run lengthened to ``steps``, continuing from step ``at``.
 
     The learning rate follows :class:`~nlp_tutorials.training.optimization.WarmupLinearDecay`'s rule
-    for extensions; ``train_config.json`` records the new total and the extension (written
-    atomically), so a later ``--resume`` rebuilds the same schedule.
+    for extensions; the returned config records the new total and the extension, which
+    :func:`save_extension` writes into ``train_config.json`` once the run is known to start,
+    so a later ``--resume`` rebuilds the same schedule.
     """
     if config.head_warmup_steps:
         raise UserError(f"--steps {steps}: a run with --head-warmup-steps cannot be extended on "
@@ -306,16 +328,19 @@ def extend_run(config: TrainConfig, steps: int, at: int, printer=print) -> Train
     piece = schedule.pieces[-1]
     record = {"at_step": at, "from_steps": config.steps, "to_steps": steps,
               "rate_at_step": piece.start_rate}
-    extended = dataclasses.replace(config, steps=steps, schedule_extensions=(
-        *config.schedule_extensions, record))
-    path = Path(config.model_dir) / TRAIN_CONFIG_NAME
-    saved = read_json_object(path)
-    saved.update(steps=steps, schedule_extensions=list(extended.schedule_extensions))
-    write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
     printer(f"--steps {steps}: the {config.steps}-step run goes on from step {at}; learning "
             f"rate {piece.start_rate:.3g} -> {piece.rejoin_rate:.3g} at step "
             f"{piece.rejoin_step}, then down to 0 at step {steps}")
-    return extended
+    return dataclasses.replace(config, steps=steps, schedule_extensions=(
+        *config.schedule_extensions, record))
+
+
+def save_extension(config: TrainConfig) -> None:
+    """Record an extended run's steps and schedule in its ``train_config.json`` (atomically)."""
+    path = Path(config.model_dir) / TRAIN_CONFIG_NAME
+    saved = read_json_object(path)
+    saved.update(steps=config.steps, schedule_extensions=list(config.schedule_extensions))
+    write_text_atomic(path, json.dumps(saved, indent=2) + "\n")
 
 
 @dataclasses.dataclass
@@ -338,46 +363,77 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
              printer=print) -> PretrainedRun:
     """Pre-train a GPT or BERT on MRPC train; return it with its test-split evaluation.
 
-    Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on Ctrl-C (then raises
-    KeyboardInterrupt). Under ``config.strategy`` the model and optimizer live on every
-    replica; a checkpoint holds one copy of each variable, so it resumes under any strategy.
+    Everything is checked before anything is written into ``model_dir`` (a refused run leaves
+    no file of its own). Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on
+    Ctrl-C (then raises :class:`~nlp_tutorials.system.outputs.Interrupted`, saying where it
+    stopped). Under ``config.strategy`` the model and optimizer live on every replica; a
+    checkpoint holds one copy of each variable, so it resumes under any strategy.
     """
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     config = dataclasses.replace(
         config, model_dir=str(distribute.worker_dir(config.model_dir, config.strategy)))
     steps_asked = config.steps
-    config, tokenizer, model_config, text = prepare_run(config, given, resume)
+    config, tokenizer, model_config, text = settle_run(config, given, resume)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
     if config.jit:
         check_xla_available()  # before the model is built: a missing XLA fails at once
     restored = newest_intact_checkpoint(config.model_dir) if resume else None
-    if restored and "steps" in given and steps_asked > config.steps:
+    extended = restored and "steps" in given and steps_asked > config.steps
+    if extended:
         config = extend_run(config, steps_asked, restored[1], printer)
     model, manager = build_training_state(config, model_config, strategy,
                                           restored and restored[0])
+    data = pretraining_data(config, tokenizer, text, printer)
+    epoch = data.describe_epoch(config.batch_size)
+    # Every check has passed: only now does the run write its settings.
+    if extended:
+        save_extension(config)
+    elif not resume:
+        save_run(config, tokenizer, model_config)
     start = int(model.optimizer.iterations.numpy())
     if restored:
         printer(f"resuming from checkpoint {Path(restored[0]).name} at step {start}")
-    data = pretraining_data(config, tokenizer, text, printer)
     printer(f"{config.model_type} {config.dim}d/{config.layers} layers/{config.heads} heads, "
-            f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, "
-            f"{data.describe_epoch(config.batch_size)}; "
+            f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, {epoch}; "
             f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
             f"{config.precision}")
     progress = Progress(config.steps, config.log_every, printer, start=start)
     interrupted = train_in_phases(model, manager, data, strategy, config, tokenizer, progress)
-    path = manager.save(checkpoint_number=int(model.optimizer.iterations.numpy()))
+    step = int(model.optimizer.iterations.numpy())
+    path = save_last_checkpoint(manager, step)
     progress.note(f"saved checkpoint {path}")
     if interrupted:
-        raise KeyboardInterrupt
-    if config.init_from:
-        folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
-        progress.note(f"wrote {folder} (finetune --init-from reads it)")
-    test_pairs = load_mrpc("test")
-    evaluation = evaluate(model, tokenizer, config, printer, text.train_pairs, test_pairs)
+        raise Interrupted(f"interrupted at step {step} of {config.steps}: checkpoint saved; "
+                          f"continue with --resume ({path} is intact)")
+    with interrupted_after_training(path):
+        if config.init_from:
+            folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
+            progress.note(f"wrote {folder} (finetune --init-from reads it)")
+        test_pairs = load_mrpc("test")
+        evaluation = evaluate(model, tokenizer, config, printer, text.train_pairs, test_pairs)
     return PretrainedRun(model, tokenizer, config, evaluation, test_pairs)
+
+
+def save_last_checkpoint(manager, step: int) -> str:
+    """Save the checkpoint of ``step``, the run's last; returns its path prefix. A Ctrl-C while
+    it is written may leave it incomplete, which ``--resume`` passes over."""
+    try:
+        return manager.save(checkpoint_number=step)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted while saving the step-{step} checkpoint, which may be "
+                          f"incomplete; --resume continues from the newest intact one") from None
+
+
+@contextlib.contextmanager
+def interrupted_after_training(checkpoint: str):
+    """Ctrl-C after the last step: the run is over and its checkpoint saved."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted after the last step: checkpoint saved ({checkpoint} is "
+                          f"intact); --resume finishes the run") from None
 
 
 def build_training_state(config: TrainConfig, model_config: ModelConfig, strategy,

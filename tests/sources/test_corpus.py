@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from nlp_tutorials.sources.corpus import (
 from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import WordTokenizer
+from interrupt import signalled_when_paused
 from support import run_local_workers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -659,19 +661,29 @@ def test_wordpiece_corpus_with_whole_word_masking(text):
                                   chosen[:, :-1][continues[:, 1:]])
 
 
-def test_interrupted_prepare_leaves_nothing(tmp_path, text, tokenizer, monkeypatch):
-    from nlp_tutorials.sources import shards
+PAUSED_PREPARE = """
+import os, sys
+from interrupt import pause_at_write
+os.fsync = pause_at_write(1, sys.argv[1])  # its first file: the shards' vocab.txt
+from nlp_tutorials.cli import main
+sys.exit(main("bert", sys.argv[2:]))
+"""
 
-    written = []
-    real = shards.serialize_pair
 
-    def interrupted_after_ten(*args):
-        written.append(1)
-        if len(written) > 10:
-            raise KeyboardInterrupt
-        return real(*args)
+@pytest.mark.slow
+def test_interrupted_prepare_leaves_nothing(tmp_path, text):
+    """A real Ctrl-C (SIGINT) to a real `prepare`, sent once its shards are written into the
+    temporary folder: one line, exit status 130, and nothing left, that folder included."""
+    marker, output = tmp_path / "paused", tmp_path / "out" / "shards"
+    seen = []
 
-    monkeypatch.setattr(shards, "serialize_pair", interrupted_after_ten)
-    with pytest.raises(KeyboardInterrupt):
-        prepare(text, tmp_path / "out" / "shards", 2, tokenizer)
-    assert len(written) == 11 and list((tmp_path / "out").iterdir()) == []
+    def at_pause(pid):  # what the interrupt lands on: the shards, written under a hidden name
+        seen.extend(sorted(p.name for p in (output.parent / f".shards.tmp{pid}").iterdir()))
+
+    status, _, err = signalled_when_paused(
+        ["-c", PAUSED_PREPARE, str(marker), "prepare", "--corpus", str(text), "--output",
+         str(output), "--shards", "2"], marker, signal.SIGINT, before_signal=at_pause)
+    assert {"shard-00000-of-00002.tfrecord", "shard-00001-of-00002.tfrecord"} <= set(seen)
+    assert (status, err) == (130, f"python -m nlp_tutorials.bert prepare: interrupted; "
+                                  f"{output} was not written\n")
+    assert list((tmp_path / "out").iterdir()) == []
