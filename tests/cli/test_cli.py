@@ -338,7 +338,7 @@ def test_the_table_names_each_commands_run_function():
 
 
 def test_a_run_functions_status_is_the_exit_status(monkeypatch, capsys):
-    # Ctrl-C during train: runs.train returns 130, and main hands it on.
+    # A run function may return an exit status of its own; main hands it on.
     family = FAMILIES["bert"]
     commands = tuple(dataclasses.replace(c, run=lambda *settings, given: 130)
                      if c.name == "train" else c for c in family.commands)
