@@ -168,10 +168,11 @@ def remove_dead_temporaries(folder, name: str | None = None, report=None) -> lis
         pids = sorted({int(TEMPORARY.fullmatch(p.name)["pid"]) for p in removed})
         by = (f"process {pids[0]}, which no longer runs" if len(pids) == 1 else
               f"processes {', '.join(map(str, pids))}, which no longer run")
-        (report or _note)(f"note: removed {', '.join(p.name for p in removed)} from {folder}, "
+        (report or note)(f"note: removed {', '.join(p.name for p in removed)} from {folder}, "
                           f"left by {by}")
     return removed
 
 
-def _note(line: str) -> None:
+def note(line: str) -> None:
+    """Print ``line``, a one-line note for the user, on standard error beside the errors."""
     print(line, file=sys.stderr)

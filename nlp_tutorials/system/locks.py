@@ -21,21 +21,16 @@ import json
 import os
 import shutil
 import socket
-import sys
 import time
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import process_alive
+from nlp_tutorials.system.files import note, process_alive
 
 LOCK_NAME = ".lock"
 # A lock file is written the instant it is created; one still empty after this long was left
 # by a process killed in between.
 WRITING_SECONDS = 10.0
-
-
-def _note(line: str) -> None:
-    print(line, file=sys.stderr)
 
 
 def folder_identity(folder) -> list:
@@ -53,7 +48,7 @@ class FolderLock:
         self.folder = self.path.parent
         self.target = Path(target or self.folder)
         self.flag = flag
-        self.report = report or _note
+        self.report = report or note
         self.record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                   "folder": folder_identity(self.folder)})
 
