@@ -29,8 +29,8 @@ class Interrupted(BaseException):
     """Raised where the writer was stopped; ``args[0]`` is the file it was writing."""
 
 
-def stop_at_write(nth: int, kill: bool):
-    """An ``os.fsync`` that stops the ``nth`` regular file synced, half of it written."""
+def at_file_sync(nth: int, act):
+    """An ``os.fsync`` that calls ``act(fd)`` before syncing the ``nth`` regular file synced."""
     real_fsync = os.fsync
     count = 0
 
@@ -39,14 +39,23 @@ def stop_at_write(nth: int, kill: bool):
         if stat.S_ISREG(os.fstat(fd).st_mode):
             count += 1
             if count == nth:
-                path = os.readlink(f"/proc/self/fd/{fd}")
-                os.truncate(path, os.fstat(fd).st_size // 2)
-                if kill:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                raise Interrupted(path)
+                act(fd)
         real_fsync(fd)
 
     return fsync
+
+
+def stop_at_write(nth: int, kill: bool):
+    """An ``os.fsync`` that stops the ``nth`` regular file synced, half of it written."""
+
+    def stop(fd):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        os.truncate(path, os.fstat(fd).st_size // 2)
+        if kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise Interrupted(path)
+
+    return at_file_sync(nth, stop)
 
 
 def killed_in_child(write, nth: int = 1, timeout: float = 60) -> None:
@@ -105,18 +114,7 @@ def pause(marker, seconds: float = 120) -> None:
 def pause_at_write(nth: int, marker):
     """An ``os.fsync`` that :func:`pause` s before syncing the ``nth`` regular file, which is
     then written but not yet renamed into place."""
-    real_fsync = os.fsync
-    count = 0
-
-    def fsync(fd):
-        nonlocal count
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            count += 1
-            if count == nth:
-                pause(marker)
-        real_fsync(fd)
-
-    return fsync
+    return at_file_sync(nth, lambda fd: pause(marker))
 
 
 def signalled_when_paused(argv: list, marker, signum: int, cwd=None, timeout: float = 300,
