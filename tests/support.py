@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+
 
 # A model small enough to build in a fraction of a second; a test that depends on a size passes
 # it as an override. Dropout is off so that training=True and training=False agree.
@@ -80,3 +82,20 @@ def run_local_workers(argv: list, count: int = 2, timeout: int = 240) -> list:
         for worker in workers:
             worker.kill()
     return [(worker.returncode, out, err) for worker, (out, err) in zip(workers, outputs)]
+
+
+def fails_without_tensorflow(*args, timeout: int = 60) -> str:
+    """Run ``python -m nlp_tutorials.bert ARGS`` in a fresh interpreter; assert it failed in one
+    line (exit status 2) without importing TensorFlow, and return that line."""
+    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
+            f"try:\n    status = main('bert', {list(args)!r})\nexcept SystemExit as exit:\n"
+            "    status = exit.code\n"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
+            "sys.exit(status)\n")
+    path = os.pathsep.join(p for p in (str(REPOSITORY), os.environ.get("PYTHONPATH")) if p)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=timeout, cwd=REPOSITORY,
+                            env={**os.environ, "PYTHONPATH": path})
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    return lines[0]

@@ -30,7 +30,7 @@ from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import WordTokenizer
 from interrupt import signalled_when_paused
-from support import run_local_workers
+from support import fails_without_tensorflow, run_local_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = [f"w{i}" for i in range(200)]
@@ -519,22 +519,6 @@ def run_cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "nlp_tutorials.bert", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**os.environ, "PYTHONPATH": path, **(env or {})})
-
-
-def fails_without_tensorflow(*args):
-    """Run the command line; assert it failed in one line before importing TensorFlow.
-    Returns that line."""
-    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
-            f"try:\n    status = main('bert', {list(args)!r})\nexcept SystemExit as exit:\n"
-            "    status = exit.code\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
-            "sys.exit(status)\n")
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": path})
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1, result.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize("args, expected", [

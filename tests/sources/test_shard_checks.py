@@ -10,8 +10,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +22,8 @@ from nlp_tutorials.sources import corpus
 from nlp_tutorials.sources.records import RecordError, example_features, read_first_record
 from nlp_tutorials.sources.shards import ShardData, prepare_shards, read_description
 from nlp_tutorials.system.errors import UserError
+from support import fails_without_tensorflow
 
-ROOT = Path(__file__).resolve().parents[2]
 SHARD = "shard-00001-of-00002.tfrecord"
 EXPECTED = ("expected the pre-training pairs `prepare` writes (int64 features input_ids, "
             "token_type_ids, nsp_label); prepare the folder again")
@@ -204,25 +202,10 @@ def test_a_shard_that_is_no_tfrecord_file_is_named(shards, damage, expected):
     assert message.startswith(f"{path}: {expected}") and message.endswith(EXPECTED), message
 
 
-def fails_before_tensorflow(*args) -> str:
-    """Run ``python -m nlp_tutorials.bert ARGS`` in-process in a fresh interpreter; assert it
-    failed in one line without importing TensorFlow, and return that line."""
-    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
-            f"status = main('bert', {list(args)!r})\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
-            "sys.exit(status)\n")
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": path})
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1, result.stderr
-    return lines[0]
-
-
 def test_train_on_foreign_shards_is_refused_before_tensorflow_starts(shards, tmp_path):
     write_records(shards / SHARD, [foreign_example()] * 3)
-    line = fails_before_tensorflow("train", "--data", str(shards), "--model-dir",
-                                   str(tmp_path / "model"), "--no-plots")
+    line = fails_without_tensorflow("train", "--data", str(shards), "--model-dir",
+                                    str(tmp_path / "model"), "--no-plots", timeout=120)
     assert line == (f"python -m nlp_tutorials.bert train: error: {shards / SHARD}: record 1 has "
                     f"no int64 feature 'input_ids'; {EXPECTED}")
     assert not (tmp_path / "model").exists()
