@@ -20,6 +20,7 @@ and one line in ``nlp_tutorials.tasks.TASKS`` (docs/design.md, "Tasks: one seam,
 
 This module is numpy only: TensorFlow is imported when a head is built, not before.
 """
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -62,63 +63,153 @@ def split_train_dev(examples: list, dev_size: int) -> tuple[list, list]:
     return examples[:len(examples) - dev_size], examples[len(examples) - dev_size:]
 
 
+# The arrays a head reads (inputs and answers); an encoding may hold others that only decoding
+# reads (a window's example, its pieces' character offsets), which never reach the model.
+MODEL_ARRAYS = ("input_ids", "token_type_ids", "labels", "tag_ids", "tag_weights",
+                "start_positions", "end_positions")
+
+
+def model_arrays(arrays: dict) -> dict:
+    """The arrays of an encoding that a head reads (see :data:`MODEL_ARRAYS`)."""
+    return {name: value for name, value in arrays.items() if name in MODEL_ARRAYS}
+
+
 class Task:
     """A downstream task: its files, its arrays, its head, its predictions and its scores.
 
-    Subclasses set the class attributes and override :meth:`read`, :meth:`encode`,
-    :meth:`texts`, :meth:`longest`, :meth:`score` and :meth:`parse_lines`; the sequence and
-    choice shapes inherit :meth:`predictions` (arg-max of the softmax) and
-    :meth:`format_prediction`, the token and span shapes override them (word alignment,
-    n-best span decoding).
+    Subclasses set the class attributes and override :meth:`read_file`, :meth:`summarize`,
+    :meth:`encode`, :meth:`texts`, :meth:`longest`, :meth:`score` and :meth:`parse_lines`; the
+    sequence and choice shapes inherit :meth:`predictions` (arg-max of the softmax),
+    :meth:`format_prediction` and :meth:`prediction_file`, the token and span shapes override
+    them (word alignment, n-best span decoding).
+
+    Where the files are: ``paths`` (``--train``/``--dev``/``--test``) name a split's file
+    outright; otherwise the split's first name in ``file_names`` found in ``data_dir``.
 
     Args:
-        data_dir: the folder holding the task's files (None: the task's default).
+        data_dir: the folder holding the task's files (None: the task's default, if any).
         dev_size: for a task whose files have no dev split, the last train examples held out
             as dev (0: none).
-        labels: label names, when they were saved with a model (default: the class's).
+        labels: label names, when they were saved with a model (default: the class's, or for
+            a task that learns them, those of its train file).
+        paths: ``{split: file}`` given outright, overriding ``data_dir``.
+        stride: for tasks that cut long inputs into windows (token tagging, spans), the
+            tokens between the starts of two windows of one input.
+        printer: where reading reports what it found (None: nowhere).
     """
 
     name = ""  # the key in TASKS, e.g. "mrpc"
     title = ""  # how reports name it, e.g. "MRPC"
     shape = ""  # one of SHAPES
-    labels: tuple[str, ...] = ()  # names of the classes or tags, in id order
-    files: tuple[str, ...] = ()  # the splits the task's files hold; a missing dev is held out
+    labels: tuple[str, ...] = ()  # names of the classes or tags, in id order; () learns them
+    # {split: file names tried in data_dir, first found wins}; a missing dev is held out
+    file_names: dict = {}
+    default_data_dir = None  # the folder used without --data (MRPC's shipped copy), or None
+    default_max_len = 128  # tokens per encoded example (BERT's recipes; SQuAD 384)
     # (score key, printed name); the first picks the best epoch on dev and the best seed.
     metrics: tuple[tuple[str, str], ...] = (("accuracy", "accuracy"),)
 
-    def __init__(self, data_dir=None, dev_size: int = 0, labels=None):
+    def __init__(self, data_dir=None, dev_size: int = 0, labels=None, paths=None,
+                 stride: int = 128, printer=None):
         self.data_dir = data_dir
         self.dev_size = dev_size
         if labels is not None:
             self.labels = tuple(labels)
+        self.paths = {split: path for split, path in (paths or {}).items() if path}
+        self.stride = stride
+        self.printer = printer
+        self._read = {}  # split -> examples, each file read once
 
     @property
     def num_labels(self) -> int:
         """The width of the head's output layer: one logit per label."""
         return len(self.labels)
 
+    def settings(self) -> dict:
+        """What ``task.json`` keeps beside a fine-tuned model so that ``get_task(name,
+        **settings)`` rebuilds this task for ``predict`` and ``evaluate``: the label names,
+        and in subclasses what else reading or decoding needs (columns, a tuned threshold)."""
+        return {"labels": list(self.labels)}
+
+    def tune(self, dev_scores: dict) -> None:
+        """Keep what the best epoch's dev scores chose, for ``settings`` to save (SQuAD v2.0:
+        the no-answer threshold); by default nothing."""
+
     # (a) Reading.
+
+    def path(self, split: str):
+        """The file holding ``split``: given outright, or found in the data folder; None
+        when there is none."""
+        if split in self.paths:
+            return Path(self.paths[split])
+        folder = self.data_dir if self.data_dir is not None else self.default_data_dir
+        if folder is None:
+            return None
+        for name in self.file_names.get(split, ()):
+            if (Path(folder) / name).is_file():
+                return Path(folder) / name
+        return None
+
+    def missing(self, split: str) -> UserError:
+        """The error for a split whose file is needed but not there."""
+        folder = self.data_dir if self.data_dir is not None else self.default_data_dir
+        names = " or ".join(self.file_names.get(split, ())) or "a file"
+        where = f"{folder}: no {split} file" if folder is not None else f"no {split} file given"
+        return UserError(f"{where} for {self.title}; expected {names} in --data DIR, or "
+                         f"--{split} FILE")
 
     def examples(self, split: str) -> list:
         """The examples of ``split`` ("train", "dev" or "test").
 
-        When the files hold no dev split, "dev" is the last ``dev_size`` train examples and
-        "train" the others (:func:`split_train_dev`).
+        When there is no dev file, "dev" is the last ``dev_size`` train examples and "train"
+        the others (:func:`split_train_dev`). A split with no file is empty, except train,
+        which every task needs. Labels a task learns are learnt from train first.
         """
         if split not in SPLITS:
             raise UserError(f"unknown {self.title} split {split!r}; expected one of "
                             f"{', '.join(SPLITS)}")
-        if split in ("train", "dev") and "dev" not in self.files:
+        if not self.labels:
+            self.labels = tuple(self.learn_labels(self.read("train")))
+        if split in ("train", "dev") and self.path("dev") is None:
             train, dev = split_train_dev(self.read("train"), self.dev_size)
             return train if split == "train" else dev
-        if split not in self.files:
-            raise UserError(f"{self.title} has no {split} split; expected one of "
-                            f"{', '.join(self.files)}")
+        if split != "train" and self.path(split) is None:
+            return []
         return self.read(split)
 
     def read(self, split: str) -> list:
-        """Every example of one of the task's files (a split in ``files``), in file order."""
+        """Every example in the file of ``split``, in file order; read once, reported once
+        (``eng.train: 14,041 sentences, ...``). No file, or one with no examples, is a
+        UserError naming it."""
+        if split not in self._read:
+            path = self.path(split)
+            if path is None:
+                raise self.missing(split)
+            if not path.is_file():
+                raise UserError(f"{path}: no such file; expected the {self.title} {split} file")
+            examples = self.read_file(path)
+            if not examples:
+                raise UserError(f"{path}: holds no {self.title} examples")
+            if self.printer is not None:
+                self.printer(f"{path.name}: {self.summarize(examples)}")
+            self._read[split] = examples
+        return self._read[split]
+
+    def read_file(self, path: Path) -> list:
+        """Every example of one of the task's files, in file order. A line that breaks the
+        format, or a label outside ``self.labels`` (when it is set), is a UserError naming
+        ``path`` and the line."""
         raise NotImplementedError
+
+    def learn_labels(self, train) -> list[str]:
+        """For a task with no fixed ``labels``: the label names of its train examples, in a
+        fixed order (sorted)."""
+        raise UserError(f"{self.title} has no labels")
+
+    def summarize(self, examples) -> str:
+        """What reading found, after the file's name: ``8,551 sentences (0: 2,528, 1:
+        6,023)``."""
+        return f"{len(examples):,} examples"
 
     def texts(self, examples) -> list[str]:
         """Every text of ``examples`` (a word vocabulary is learnt from train's)."""
@@ -142,12 +233,11 @@ class Task:
         the choice shape), padded with ``tokenizer.pad_id``; then what the head's
         ``loss_and_metrics`` reads: ``labels`` [n] (sequence, choice), ``tag_ids`` and
         ``tag_weights`` [n, max_len] (token), ``start_positions`` and ``end_positions`` [n]
-        (span).
+        (span). Tasks that cut an input into windows (``self.stride`` tokens apart) return a
+        row per window, and may add arrays only decoding reads (the window's example, its
+        pieces' words or character offsets), named outside :data:`MODEL_ARRAYS`.
         """
         raise NotImplementedError
-
-    # Arrays with one value per token: batches are trimmed to their longest row along them.
-    per_token_arrays = ("input_ids", "token_type_ids")
 
     # (c) The head.
 
@@ -215,3 +305,12 @@ class Task:
         shown = 1 if self.num_labels == 2 else prediction.label
         return "\t".join([self.labels[prediction.label],
                           f"{prediction.probabilities[shown]:.3f}", *self.texts([example])])
+
+    def prediction_file(self, examples, predictions) -> tuple[str, str]:
+        """(file suffix, text) of ``evaluate``'s predictions file: here ``.tsv``, a header
+        line, then ``index<TAB>label`` a line (the example's ``id`` where it has one, else its
+        index from 0). The token and span tasks write their official formats instead."""
+        lines = ["index\tprediction"]
+        for index, (example, prediction) in enumerate(zip(examples, predictions)):
+            lines.append(f"{getattr(example, 'id', index)}\t{self.labels[prediction.label]}")
+        return ".tsv", "\n".join(lines) + "\n"

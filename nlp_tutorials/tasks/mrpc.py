@@ -46,6 +46,13 @@ def load_mrpc(split: str, data_dir=None) -> list[Pair]:
         raise UserError(f"{data_dir}: MRPC data folder not found; expected {path} in it")
     if not path.is_file():
         raise UserError(f"{path}: MRPC file not found")
+    return read_mrpc_file(path)
+
+
+def read_mrpc_file(path) -> list[Pair]:
+    """The pairs of one MRPC file: the corpus' own (``msr_paraphrase_train.txt``) or GLUE's
+    copy (``train.tsv``, ``dev.tsv``), both a header and five tab-separated columns."""
+    path = Path(path)
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -88,20 +95,29 @@ class MrpcTask(Task):
 
     A sentence pair in, one of two labels out, named as the corpus' Quality column writes them
     ("0": not a paraphrase, "1": a paraphrase), so ``predict`` prints them back as the files
-    hold them. Scored by accuracy and F1 of the paraphrase class, as GLUE scores it. The files
-    hold train (4,076 pairs) and test (1,725); dev is the last ``dev_size`` train pairs (GLUE
-    holds out 408). Examples are :class:`Pair`.
+    hold them. Scored by accuracy and F1 of the paraphrase class, as GLUE scores it. The
+    shipped files (the default) hold train (4,076 pairs) and test (1,725); dev is the last
+    ``dev_size`` train pairs (GLUE holds out 408). A GLUE folder (``--data``) holds
+    ``train.tsv`` and ``dev.tsv`` in the same format; GLUE's ``test.tsv`` has no labels and is
+    not read. Examples are :class:`Pair`.
     """
 
     name = "mrpc"
     title = "MRPC"
     shape = "sequence"
     labels = ("0", "1")
-    files = ("train", "test")
+    file_names = {"train": ("train.tsv", SPLIT_FILES["train"]), "dev": ("dev.tsv",),
+                  "test": (SPLIT_FILES["test"],)}
+    default_data_dir = DEFAULT_DATA_DIR
     metrics = (("accuracy", "accuracy"), ("f1", "F1"))
 
-    def read(self, split: str) -> list[Pair]:
-        return load_mrpc(split, self.data_dir)
+    def read_file(self, path) -> list[Pair]:
+        return read_mrpc_file(path)
+
+    def summarize(self, pairs) -> str:
+        positives = sum(p.label for p in pairs)
+        return (f"{len(pairs):,} sentence pairs ({positives:,} paraphrases, "
+                f"{len(pairs) - positives:,} not)")
 
     def texts(self, examples) -> list[str]:
         return [s for p in examples for s in (p.s1, p.s2)]
