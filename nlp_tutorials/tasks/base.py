@@ -93,6 +93,8 @@ class Task:
         labels: label names, when they were saved with a model (default: the class's, or for
             a task that learns them, those of its train file).
         paths: ``{split: file}`` given outright, overriding ``data_dir``.
+        max_len: tokens per encoded example (None: ``default_max_len``), kept with a model so
+            ``predict`` and ``evaluate`` encode as fine-tuning did.
         stride: for tasks that cut long inputs into windows (token tagging, spans), the
             tokens between the starts of two windows of one input.
         printer: where reading reports what it found (None: nowhere).
@@ -110,12 +112,13 @@ class Task:
     metrics: tuple[tuple[str, str], ...] = (("accuracy", "accuracy"),)
 
     def __init__(self, data_dir=None, dev_size: int = 0, labels=None, paths=None,
-                 stride: int = 128, printer=None):
+                 max_len: int | None = None, stride: int = 128, printer=None):
         self.data_dir = data_dir
         self.dev_size = dev_size
         if labels is not None:
             self.labels = tuple(labels)
         self.paths = {split: path for split, path in (paths or {}).items() if path}
+        self.max_len = max_len or self.default_max_len
         self.stride = stride
         self.printer = printer
         self._read = {}  # split -> examples, each file read once
@@ -128,8 +131,8 @@ class Task:
     def settings(self) -> dict:
         """What ``task.json`` keeps beside a fine-tuned model so that ``get_task(name,
         **settings)`` rebuilds this task for ``predict`` and ``evaluate``: the label names,
-        and in subclasses what else reading or decoding needs (columns, a tuned threshold)."""
-        return {"labels": list(self.labels)}
+        the encoding's length and stride, and in subclasses what else reading or decoding needs (columns, a tuned threshold)."""
+        return {"labels": list(self.labels), "max_len": self.max_len, "stride": self.stride}
 
     def tune(self, dev_scores: dict) -> None:
         """Keep what the best epoch's dev scores chose, for ``settings`` to save (SQuAD v2.0:
