@@ -17,6 +17,7 @@ from nlp_tutorials.cli.settings import (
     GenerateSettings,
     HeadsSettings,
     PlotSettings,
+    EvaluateSettings,
     PredictSettings,
     PrepareSettings,
     PretrainOptions,
@@ -122,10 +123,14 @@ def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
 
 
 BERT_COMMANDS = (
-    Command("finetune", "fine-tune the pre-trained BERT on MRPC paraphrase detection",
+    Command("finetune", "fine-tune BERT on a task: GLUE, CoNLL-2003, SQuAD, SWAG, "
+                        "CommonsenseQA or your own data (MRPC by default)",
             (FinetuneConfig,), runs.finetune),
-    Command("predict", "label sentence pairs with the fine-tuned model (TSV: s1<TAB>s2, or "
-                       "MRPC rows)", (PredictSettings,), runs.predict),
+    Command("evaluate", "score a fine-tuned model on its task's dev or test split and write "
+                        "its predictions", (EvaluateSettings,), runs.evaluate),
+    Command("predict", "answer with the fine-tuned model, one input a line (MRPC: "
+                       "s1<TAB>s2; docs/tasks.md has each task's)", (PredictSettings,),
+            runs.predict),
     Command("heads", "score each attention head of a fine-tuned model (importance, entropy); "
                      "mask or prune the least important", (HeadsSettings,), runs.heads),
     Command("export-model", "write the fine-tuned model as a SavedModel for TensorFlow Serving",

@@ -132,16 +132,33 @@ def prepare(settings) -> None:
 
 
 def finetune(config) -> None:
-    """``bert finetune``: fine-tune on MRPC, report test scores, save the model."""
+    """``bert finetune``: fine-tune on the task, report dev and test scores, save the model."""
     output_dir = Output("--output-dir", worker_dir(config.output_dir, config.strategy),
                         folder=True, lock=True, results=(FINETUNED_MODEL,))
     # The backbone comes from --init-from, from nowhere (--from-scratch) or from --model-dir.
     backbone = "" if config.init_from or config.from_scratch else config.model_dir
-    with writing([output_dir], {"--model-dir": backbone, "--init-from": config.init_from}):
+    reads = {"--model-dir": backbone, "--init-from": config.init_from, "--data": config.data,
+             "--train": config.train, "--dev": config.dev, "--test": config.test}
+    with writing([output_dir], reads):
         start_tensorflow()
         from nlp_tutorials.training.finetuning import finetune as finetune_mrpc
 
         finetune_mrpc(config)
+
+
+def evaluate(settings) -> None:
+    """``bert evaluate``: the scores printed, metrics and predictions written beside them."""
+    output_dir = settings.output_dir or settings.model_dir
+    # Into the model folder by default: the same flag names both, as `heads` writes there.
+    flag = "--output-dir" if settings.output_dir else "--model-dir"
+    with writing([Output(flag, Path(output_dir), folder=True)],
+                 {"--model-dir": settings.model_dir, "--data": settings.data,
+                  "--file": settings.file}):
+        start_tensorflow()
+        from nlp_tutorials.training.finetuning import evaluate_model
+
+        evaluate_model(settings.model_dir, settings.split, output_dir, settings.data or None,
+                       settings.file or None)
 
 
 def predict(settings) -> None:

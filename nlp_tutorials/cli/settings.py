@@ -6,11 +6,13 @@ once, here; ``check()`` holds the rules between fields. Defaults that depend on 
 family (``model_dir``, the pickle's name) are set per family by :mod:`nlp_tutorials.cli.commands`.
 """
 import dataclasses
+from pathlib import Path
 
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as CORPUS_MAX_LEN
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.training.config import (
     FinetuneConfig,
+    FINETUNED_DIR,
     Settings,
     TrainConfig,
     non_negative_int,
@@ -136,14 +138,35 @@ class PredictSettings(Settings):
     """``predict``: label sentence pairs with a fine-tuned model."""
 
     input: str = setting("-", "TSV file, or - for standard input", positional=True)
-    model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model")
+    model_dir: str = setting(FINETUNED_DIR, "fine-tuned model")
+
+
+@dataclasses.dataclass(kw_only=True)
+class EvaluateSettings(Settings):
+    """``evaluate``: score a fine-tuned model on its task's dev or test split."""
+
+    model_dir: str = setting(FINETUNED_DIR, "fine-tuned model from `finetune` (its task is "
+                                            "saved with it)")
+    data: str = setting("", "folder holding the task's files under their usual names",
+                        metavar="DIR", default_help="MRPC's shipped copy for an MRPC model")
+    file: str = setting("", "the split's file, instead of the one in --data", metavar="FILE")
+    split: str = setting("dev", "the split to score", choices=("dev", "test"))
+    output_dir: str = setting("", "where metrics_SPLIT.json and predictions_SPLIT.* go",
+                              default_help="the model folder")
+
+    def check_inputs(self) -> None:
+        """The data folder and the file are there (before TensorFlow loads)."""
+        if self.data and not Path(self.data).is_dir():
+            raise UserError(f"--data {self.data}: no such folder")
+        if self.file and not Path(self.file).is_file():
+            raise UserError(f"--file {self.file}: no such file")
 
 
 @dataclasses.dataclass(kw_only=True)
 class HeadsSettings(Settings):
     """``heads``: which attention heads a fine-tuned BERT needs (nlp_tutorials.analysis.bertology)."""
 
-    model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model from `finetune`; "
+    model_dir: str = setting(FINETUNED_DIR, "fine-tuned model from `finetune`; "
                                                         "head_importance.json is written "
                                                         "beside it")
     output_dir: str = setting("visual/results", "pictures")
@@ -175,7 +198,7 @@ class HeadsSettings(Settings):
 class ExportModelSettings(Settings):
     """``export-model``: the fine-tuned model as a SavedModel (nlp_tutorials.serving.savedmodel)."""
 
-    model_dir: str = setting(FinetuneConfig.output_dir, "fine-tuned model from `finetune`")
+    model_dir: str = setting(FINETUNED_DIR, "fine-tuned model from `finetune`")
     output: str = setting(help="model base folder; the SavedModel goes into OUTPUT/VERSION")
     version: int = setting(1, "version folder to write", kind=positive_int)
     overwrite: bool = setting(False, "replace an existing version folder")

@@ -108,6 +108,8 @@ class Task:
     file_names: dict = {}
     default_data_dir = None  # the folder used without --data (MRPC's shipped copy), or None
     default_max_len = 128  # tokens per encoded example (BERT's recipes; SQuAD 384)
+    # finetune's defaults: BERT's GLUE recipe (Devlin et al., 2019, section 4.1 and A.3)
+    recipe = {"epochs": 3, "batch_size": 32, "learning_rate": 5e-5}
     # (score key, printed name); the first picks the best epoch on dev and the best seed.
     metrics: tuple[tuple[str, str], ...] = (("accuracy", "accuracy"),)
 

@@ -292,56 +292,145 @@ class TrainConfig(Settings):
         _check_cluster(self.strategy)
 
 
+# The tasks `finetune --task` knows (nlp_tutorials.tasks.TASKS, less the own-data task that
+# --text-columns chooses), named here so --help answers before any task module loads.
+TASK_NAMES = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "conll2003",
+              "squad", "squad2", "swag", "commonsenseqa")
+OWN_DATA_TASK = "custom"  # --train FILE --text-columns ...: a user's own table
+FILE_FORMATS = ("csv", "tsv", "jsonl", "conll", "squad")
+FINETUNED_DIR = "visual/models/bert_mrpc"  # finetune's default --output-dir, the other commands'
+# default --model-dir
+
+
 @dataclasses.dataclass
 class FinetuneConfig(Settings):
-    """One fine-tuning run of a task (MRPC by default; defaults documented in the README).
+    """One fine-tuning run of a task (MRPC by default; defaults in docs/tasks.md).
+
+    The task is ``task`` (one of :data:`TASK_NAMES`), its files found in ``data`` under their
+    usual names or given outright (``train``, ``dev``, ``test``); or a user's own table
+    (``text_columns``, ``label_column``, ``regression``), own tagging or question-answering
+    files (``file_format`` "conll" or "squad"). ``epochs``, ``batch_size``, ``learning_rate``
+    and ``max_len`` left None take the task's recipe (``Task.recipe``, ``default_max_len``).
 
     The backbone comes from ``init_from`` (a real pretrained BERT folder, HuggingFace or Google
     format) when set, else from the ``train`` checkpoint in ``model_dir``, else (``from_scratch``)
-    it is freshly initialised. Pairs longer than ``max_len`` tokens (also capped by the model's
-    ``max_position_embeddings``) are truncated longest-sentence-first. ``strategy``,
-    ``cpu_replicas`` and ``precision`` are as in :class:`TrainConfig`. ``task`` names the task
-    in ``nlp_tutorials.tasks.TASKS`` (saved with the model, so ``predict`` knows it).
+    it is freshly initialised. Inputs longer than ``max_len`` tokens (also capped by the
+    model's ``max_position_embeddings``) are truncated longest-sentence-first, or cut into
+    windows ``stride`` tokens apart (tagging, answer spans). ``strategy``, ``cpu_replicas`` and
+    ``precision`` are as in :class:`TrainConfig`.
     """
 
-    task: str = "mrpc"
+    task: str = setting("mrpc", "the task: GLUE's cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, "
+                                "wnli; conll2003 (named entities); squad, squad2 (answer "
+                                "spans); swag, commonsenseqa (multiple choice)",
+                        choices=TASK_NAMES, metavar="TASK")
+    data: str = setting("", "folder holding the task's files under their usual names "
+                            "(docs/tasks.md)", metavar="DIR",
+                        default_help="MRPC's shipped copy for mrpc; needed for the others")
+    train: str = setting("", "the train file, instead of the one in --data", metavar="FILE")
+    dev: str = setting("", "the dev file (picks the best epoch), instead of the one in --data",
+                       metavar="FILE")
+    test: str = setting("", "a labelled test file, scored once with the kept model",
+                        metavar="FILE")
+    text_columns: str = setting("", "your own data: the column(s) holding the text, one name "
+                                    "or two for a pair (A or A,B)", metavar="A[,B]")
+    label_column: str = setting("", "your own data: the column holding the label (or score)",
+                                metavar="Y")
+    regression: bool = setting(False, "your own data: the label is a number to predict "
+                                      "(squared error), not a class")
+    file_format: str = setting("", "your own files' format: csv, tsv, jsonl (with a header; "
+                                   "default: from the file's suffix), conll (tagging) or "
+                                   "squad (question answering)", choices=FILE_FORMATS,
+                               spelling="--format")
     model_dir: str = setting("visual/models/bert", "pre-trained model from `train`")
     from_scratch: bool = setting(False, "start from random weights instead")
     init_from: str = setting("", "start from a real pretrained BERT instead: a folder with "
                                  "config.json, vocab.txt and model.safetensors (HuggingFace) or "
                                  "bert_config.json, vocab.txt and bert_model.ckpt.* (Google)",
                              metavar="DIR")
-    max_len: int = setting(128, "tokens per pair, at most the model's positions; longer pairs "
-                                "are truncated, the longer sentence first", kind=positive_int)
-    output_dir: str = setting("visual/models/bert_mrpc", "where the fine-tuned model goes")
-    epochs: int = setting(3, "passes over the train pairs", kind=positive_int)
-    batch_size: int = setting(32, "pairs per step", kind=positive_int)
-    learning_rate: float = setting(1e-4, "peak AdamW rate, 10% warm-up then linear decay",
-                                   kind=positive_float)
+    max_len: int | None = setting(None, "tokens per example, at most the model's positions; "
+                                        "longer pairs are truncated, the longer sentence first",
+                                  kind=positive_int, default_help="the task's: 128, 384 for SQuAD")
+    stride: int = setting(128, "tagging and SQuAD: tokens between the starts of two windows "
+                               "of one long input", kind=positive_int)
+    output_dir: str = setting("", "where the fine-tuned model goes",
+                              default_help=f"{FINETUNED_DIR} for mrpc, else "
+                                           f"visual/models/bert_TASK")
+    epochs: int | None = setting(None, "passes over the train examples", kind=positive_int,
+                                 default_help="the task's recipe, 3 for most")
+    batch_size: int | None = setting(None, "examples per step", kind=positive_int,
+                                     default_help="the task's recipe, 32 for most")
+    learning_rate: float | None = setting(None, "peak AdamW rate, 10% warm-up then linear "
+                                                "decay", kind=positive_float,
+                                          default_help="the task's recipe: 1e-4 for MRPC, "
+                                                       "5e-5 for most")
     seed: int = setting(1, "first seed", kind=non_negative_int)
-    seeds: int = setting(1, "number of seeds to run; the test result is reported as mean ± std",
+    seeds: int = setting(1, "number of seeds to run; the result is reported as mean ± std",
                          kind=positive_int)
-    dev_size: int = setting(408, "last train pairs held out to pick the best epoch; 0 trains "
-                                 "on every pair and keeps the last epoch",
-                            kind=non_negative_int)
-    swap_augment: bool = setting(True, "do not add each train pair in the other sentence order",
-                                 spelling="--no-swap")
-    pooling: str = setting("cls", "what the classifier reads: 'cls' (BERT's pooled [CLS] "
-                                  "vector) or 'mean' (the average of the final token vectors, "
-                                  "as sentence-embedding models such as all-MiniLM-L6-v2 were "
-                                  "trained)", choices=("cls", "mean"))
+    dev_size: int = setting(408, "with no dev file: last train examples held out to pick the "
+                                 "best epoch; 0 trains on every example and keeps the last "
+                                 "epoch", kind=non_negative_int)
+    swap_augment: bool = setting(True, "MRPC: do not add each train pair in the other sentence "
+                                       "order", spelling="--no-swap")
+    pooling: str = setting("cls", "what a sentence classifier reads: 'cls' (BERT's pooled "
+                                  "[CLS] vector) or 'mean' (the average of the final token "
+                                  "vectors, as sentence-embedding models such as "
+                                  "all-MiniLM-L6-v2 were trained)", choices=("cls", "mean"))
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
+
+    def __post_init__(self):
+        """Fill what was left to the task: its name for own data, its recipe, its folder."""
+        if self.text_columns or self.file_format in ("csv", "tsv", "jsonl"):
+            self.task = OWN_DATA_TASK
+        elif self.file_format == "conll":
+            self.task = "conll2003"
+        from nlp_tutorials.tasks import TASKS
+
+        task_class = TASKS.get(self.task)
+        recipe = task_class.recipe if task_class else {}
+        for name in ("epochs", "batch_size", "learning_rate"):
+            if getattr(self, name) is None:
+                setattr(self, name, recipe.get(name))
+        if not self.output_dir:
+            self.output_dir = (FINETUNED_DIR if self.task == "mrpc"
+                               else f"visual/models/bert_{self.task}")
+        super().__post_init__()
 
     def check(self, given: frozenset = frozenset()) -> None:
         """Refuse settings that cannot work together, in the words of the command's flags."""
         if self.init_from and self.from_scratch:
             raise UserError("--init-from and --from-scratch exclude each other; pass one")
+        own = self.task == OWN_DATA_TASK
+        if "task" in given and (self.text_columns or self.file_format):
+            raise UserError(f"--task {self.task} reads the task's own files; --text-columns and "
+                            f"--format are for your own data: pass one or the other")
+        if own and not (self.text_columns and self.label_column):
+            raise UserError("your own data needs --text-columns A[,B] and --label-column Y")
+        if (self.label_column or self.regression) and not self.text_columns:
+            raise UserError("--label-column and --regression describe your own table; "
+                            "expected --text-columns as well")
+        if (own or self.file_format) and not self.train:
+            raise UserError("your own data needs --train FILE (and --dev FILE to pick the "
+                            "best epoch)")
+        if self.task != "mrpc" and not (self.data or self.train):
+            raise UserError(f"--task {self.task} needs its files: --data DIR (docs/tasks.md "
+                            f"lists the names) or --train FILE --dev FILE")
+        if self.text_columns and not 1 <= len(self.text_columns.split(",")) <= 2:
+            raise UserError(f"--text-columns {self.text_columns}: expected one column name, "
+                            f"or two separated by a comma")
         check_flags(self.strategy, self.cpu_replicas)
 
     def check_inputs(self) -> None:
-        """The pretrained folder and TF_CONFIG are usable."""
+        """The data folder, the files given, the pretrained folder and TF_CONFIG are usable."""
+        if self.data and not Path(self.data).is_dir():
+            raise UserError(f"--data {self.data}: no such folder; expected the folder holding "
+                            f"the {self.task} files")
+        for flag in ("train", "dev", "test"):
+            path = getattr(self, flag)
+            if path and not Path(path).is_file():
+                raise UserError(f"--{flag} {path}: no such file")
         _check_pretrained_folder(self.init_from)
         _check_cluster(self.strategy)
 

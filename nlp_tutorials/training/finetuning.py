@@ -18,6 +18,7 @@ label names), ``vocab.txt`` + ``tokenizer_config.json``, ``results.json``.
 import dataclasses
 import functools
 import json
+import math
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -28,14 +29,14 @@ import tensorflow as tf
 
 from nlp_tutorials.training import distribute
 from nlp_tutorials.training.checkpoints import build_model, latest_checkpoint, restore_model
-from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
+from nlp_tutorials.training.config import OWN_DATA_TASK, FinetuneConfig, TrainConfig
 from nlp_tutorials.training.loop import Hook, epoch_batches, train_steps
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.tasks import TASKS, get_task
-from nlp_tutorials.tasks.base import HEAD_CLASSES, Task, softmax
+from nlp_tutorials.tasks.base import HEAD_CLASSES, Task, model_arrays, softmax
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
-from nlp_tutorials.system.values import refuse, required, text_field
+from nlp_tutorials.system.values import integer_field, refuse, required, text_field
 from nlp_tutorials.models import heads
 from nlp_tutorials.models.masks import MASK_VALUE
 from nlp_tutorials.tasks.metrics import mean_std
@@ -59,12 +60,13 @@ class Finetuned(NamedTuple):
     task: Task
 
 
-def backbone_and_tokenizer(config: FinetuneConfig):
+def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None):
     """The backbone to fine-tune and its tokenizer.
 
     A real pretrained BERT from ``init_from`` (with its own WordPiece vocabulary), else the
     checkpoint ``train`` left in ``model_dir``, else (``from_scratch``) a fresh model of the
-    default pre-training size, its word vocabulary learnt from the task's train file.
+    default pre-training size, its word vocabulary learnt from the train file of ``task``
+    (None: the task ``config`` names).
     """
     if config.init_from:
         from nlp_tutorials.models.bert import BERT
@@ -75,7 +77,7 @@ def backbone_and_tokenizer(config: FinetuneConfig):
             raise UserError(f"{config.model_dir}: no pre-trained checkpoint; run `python -m "
                             f"nlp_tutorials.bert train` first, or pass --from-scratch")
         return restore_model(config.model_dir)
-    task = get_task(config.task)
+    task = task or make_task(config)
     train = task.read("train")  # the whole file: dev examples' words are known, not their labels
     tokenizer = WordTokenizer.build(task.texts(train))
     model_config = TrainConfig().model_config(tokenizer.vocab_size,
@@ -197,23 +199,58 @@ def train_epochs(head, train: dict, epochs: int, batch_size: int, rng, strategy,
         raise KeyboardInterrupt
 
 
-def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
+def make_task(config: FinetuneConfig, printer=print) -> Task:
+    """The task ``config`` names, reading from its ``data`` folder or the files given outright;
+    for a user's own files, the task their flags describe (docs/tasks.md, "Your own data")."""
+    name, options = config.task, {}
+    if config.file_format == "squad":
+        from nlp_tutorials.tasks.squad import squad_version
+
+        name = squad_version(config.train)
+    if name == OWN_DATA_TASK:
+        options = {"text_columns": config.text_columns.split(","),
+                   "label_column": config.label_column, "regression": config.regression,
+                   "file_format": config.file_format or None}
+    return get_task(name, data_dir=config.data or None, dev_size=config.dev_size,
+                    paths={"train": config.train, "dev": config.dev, "test": config.test},
+                    max_len=config.max_len, stride=config.stride, printer=printer, **options)
+
+
+class Encoded(NamedTuple):
+    """A split's examples and their arrays (None: the split is empty)."""
+    examples: list
+    arrays: dict | None
+
+
+def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
+    """(train arrays for the model, dev :class:`Encoded`, test :class:`Encoded`)."""
+    train_examples = task.examples("train")
+    if config.swap_augment:
+        train_examples = task.augment(train_examples)
+    train = model_arrays(task.encode(tokenizer, train_examples, task.max_len))
+    if len(train["input_ids"]) < config.batch_size:
+        raise UserError(f"{len(train['input_ids'])} train examples for {task.title}, fewer than "
+                        f"--batch-size {config.batch_size}; expected a smaller --batch-size")
+    held = []
+    for split in ("dev", "test"):
+        examples = task.examples(split)
+        arrays = task.encode(tokenizer, examples, task.max_len) if examples else None
+        held.append(Encoded(examples, arrays))
+    return (train, *held)
+
+
+def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores).
 
     The epoch with the best dev score (the task's first metric: accuracy for MRPC) is kept;
-    without dev examples (``dev_size`` 0) the last epoch is, and the dev scores are None. The
-    head trains under ``strategy`` (its variables live on every replica); scoring runs on one
-    device.
+    without dev examples (``dev_size`` 0) the last epoch is, and the dev scores are None; with
+    no test file the test scores are None. The head trains under ``strategy`` (its variables
+    live on every replica); scoring runs on one device.
     """
-    task = get_task(config.task, dev_size=config.dev_size)
     with strategy.scope():
-        backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed))
-    max_len = min(config.max_len, backbone.config.max_position_embeddings)
-    train_pairs, dev_pairs, test_pairs = (task.examples(s) for s in ("train", "dev", "test"))
-    train = task.encode(tokenizer, task.augment(train_pairs) if config.swap_augment
-                        else train_pairs, max_len)
-    dev = task.encode(tokenizer, dev_pairs, max_len) if dev_pairs else None
-    test = task.encode(tokenizer, test_pairs, max_len)
+        backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed), task)
+    task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
+    train, dev, test = encode_splits(task, tokenizer, config)
     keras.utils.set_random_seed(seed)
     steps_per_epoch = len(train["input_ids"]) // config.batch_size
     # --pooling chooses how a sequence classifier summarises; the other heads have no choice.
@@ -223,43 +260,49 @@ def finetune_once(config: FinetuneConfig, seed: int, strategy, printer=print):
         head.compile(optimizer=make_optimizer(config.learning_rate,
                                               config.epochs * steps_per_epoch))
     metric, metric_name = task.metrics[0]
-    best = (-1.0, None, None)
+    best = (-math.inf, None, None)
 
     def end_of_epoch(epoch, metrics):
         nonlocal best
         report = f"seed {seed} epoch {epoch}: train loss {metrics['loss']:.3f}"
-        if dev is None:
+        if dev.arrays is None:
             printer(report)
             return
-        dev_scores = evaluate(head, task, dev_pairs, dev)
+        dev_scores = evaluate(head, task, dev.examples, dev.arrays)
         printer(f"{report}, dev {task.describe(dev_scores)}")
         if dev_scores[metric] > best[0]:
             best = (dev_scores[metric], [w.numpy() for w in head.weights], dev_scores)
 
     train_epochs(head, train, config.epochs, config.batch_size, np.random.default_rng(seed),
                  strategy, end_of_epoch)
-    if dev is not None:
+    if dev.arrays is not None:
         for weight, value in zip(head.weights, best[1]):
             weight.assign(value)
+        task.tune(best[2])
     # Training is over (and the loop's compiled step with it). Dropping AdamW (two slots the
     # size of every weight) frees that memory for scoring and saving, and keeps it out of
     # model.keras, which only prediction reads: the file is a third of the size.
     head.optimizer = None
-    test_scores = evaluate(head, task, test_pairs, test)
-    kept = ("last epoch (no dev pairs)" if dev is None
+    kept = ("last epoch (no dev examples)" if dev.arrays is None
             else f"best dev {metric_name} {best[0]:.3f}")
-    printer(f"seed {seed}: {kept}; test {task.describe(test_scores)}")
+    test_scores = None
+    if test.arrays is not None:
+        test_scores = evaluate(head, task, test.examples, test.arrays)
+        kept += f"; test {task.describe(test_scores)}"
+    printer(f"seed {seed}: {kept}")
     return head, tokenizer, best[2], test_scores
 
 
 def finetune(config: FinetuneConfig, printer=print) -> dict:
-    """Fine-tune on ``config.task`` with ``seeds`` seeds; save the best-on-dev head (the first
-    seed's without dev examples) with its tokenizer and task; return the test summary.
+    """Fine-tune on ``config``'s task with ``seeds`` seeds; save the best-on-dev head (the first
+    seed's without dev examples) with its tokenizer and task; return every run's scores and
+    the mean ± std of the test scores (of dev's when there is no test file).
 
     Under ``--strategy multiworker`` the workers other than the chief write into a sub-folder
     of ``output_dir`` (see :func:`nlp_tutorials.training.distribute.worker_dir`).
     """
-    task = get_task(config.task)  # an unknown name stops the run before anything starts
+    task = make_task(config, printer)
+    task.examples("train")  # a missing or broken file stops the run before anything starts
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
@@ -268,29 +311,36 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     runs = []
     kept = None
     for seed in range(config.seed, config.seed + config.seeds):
-        head, tokenizer, dev, test = finetune_once(config, seed, strategy, printer)
+        head, tokenizer, dev, test = finetune_once(config, task, seed, strategy, printer)
         runs.append({"seed": seed, "dev": dev, "test": test})
-        dev_score = -1.0 if dev is None else dev[metric]
+        dev_score = -math.inf if dev is None else dev[metric]
         if kept is None or dev_score > kept[2]:
-            kept = (head, tokenizer, dev_score)
-    summary = {name: mean_std([run["test"][name] for run in runs]) for name, _ in task.metrics}
-    printer(f"{task.title} test over {len(runs)} seed(s): {task.describe_mean_std(summary)}")
+            kept = (head, tokenizer, dev_score, dev)
+    scored = "test" if runs[0]["test"] is not None else "dev"
+    summary = ({name: mean_std([run[scored][name] for run in runs]) for name, _ in task.metrics}
+               if runs[0][scored] is not None else {})
+    if summary:
+        printer(f"{task.title} {scored} over {len(runs)} seed(s): "
+                f"{task.describe_mean_std(summary)}")
+    if kept[3] is not None:
+        task.tune(kept[3])
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
     save_task(output_dir, task)
-    save_results(output_dir, config, runs, summary)
+    save_results(output_dir, config, runs, {f"{scored}_mean_std": summary})
     printer(f"fine-tuned model written to {output_dir / MODEL_FILE}")
-    return {"runs": runs, "test_mean_std": summary}
+    return {"runs": runs, f"{scored}_mean_std": summary}
 
 
 def save_results(output_dir, config: FinetuneConfig, runs: list, summary: dict) -> Path:
-    """Write ``results.json`` (the config, every seed's scores, the test mean and std)
-    atomically; return its path."""
+    """Write ``results.json`` (the config, every seed's scores, and ``summary``: the mean and
+    std of each test score, ``test_mean_std``, or of dev's, ``dev_mean_std``, without a test
+    file) atomically; return its path."""
     path = Path(output_dir) / RESULTS_FILE
     write_text_atomic(path, json.dumps(
-        {"config": dataclasses.asdict(config), "runs": runs, "test_mean_std": summary},
-        indent=2) + "\n")
+        {"config": dataclasses.asdict(config), "runs": runs, **summary}, indent=2,
+        default=float) + "\n")
     return path
 
 
@@ -300,30 +350,40 @@ def save_head(head, output_dir: Path) -> Path:
 
 
 def save_task(output_dir, task: Task) -> Path:
-    """Write ``task.json`` beside the model: the task's name and label names, so that
+    """Write ``task.json`` beside the model: the task's name and its settings (label names,
+    encoding length and stride, what else it needs: see :meth:`Task.settings`), so that
     :func:`load_finetuned` rebuilds the task and ``predict`` prints the labels by name."""
     path = Path(output_dir) / TASK_FILE
-    write_text_atomic(path, json.dumps({"task": task.name, "labels": list(task.labels)},
+    write_text_atomic(path, json.dumps({"task": task.name, **task.settings()},
                                        indent=2) + "\n")
     return path
 
 
-def load_task(output_dir) -> Task:
-    """The task saved beside a fine-tuned model by :func:`save_task`; a model saved without
+def load_task(output_dir, **options) -> Task:
+    """The task saved beside a fine-tuned model by :func:`save_task`, built with ``options``
+    too (``data_dir``, ``paths``: where ``evaluate`` reads); a model saved without
     ``task.json`` (before tasks were saved) is the default task's, MRPC."""
     path = Path(output_dir) / TASK_FILE
     if not path.is_file():
-        return get_task(FinetuneConfig.task)
+        return get_task(FinetuneConfig.task, **options)
     saved = read_json_object(path)
     name = text_field(saved, "task", path, choices=tuple(TASKS))
     labels = required(saved, "labels", path, SAVED_LABELS)
     if not (isinstance(labels, list) and labels and len(set(labels)) == len(labels)
             and all(isinstance(label, str) and label for label in labels)):
         raise refuse(path, "labels", labels, SAVED_LABELS)
-    return get_task(name, labels=labels)
+    settings = {key: value for key, value in saved.items() if key != "task"}
+    for key in ("max_len", "stride"):  # absent from files written before tasks had them
+        if key in settings:
+            integer_field(settings, key, path, minimum=1)
+    try:
+        return get_task(name, **settings, **options)
+    except TypeError as err:  # a field the task's constructor does not take
+        raise UserError(f"{path}: a field {TASKS[name].title} does not keep ({err}); "
+                        f"expected the task.json `finetune` writes") from None
 
 
-def load_finetuned(output_dir) -> Finetuned:
+def load_finetuned(output_dir, **options) -> Finetuned:
     """(head, tokenizer, task) written by :func:`finetune`.
 
     ``model.keras`` is loaded with Keras' ``safe_mode`` on, always: a ``.keras`` file is a
@@ -339,7 +399,7 @@ def load_finetuned(output_dir) -> Finetuned:
     if not zipfile.is_zipfile(path):  # Keras would call it "File not found"
         raise UserError(f"{path}: damaged or not a .keras file (not a whole zip archive); "
                         f"fine-tune again, or copy the file back whole")
-    task = load_task(output_dir)
+    task = load_task(output_dir, **options)
     import nlp_tutorials.models.bert  # noqa: F401  (registers BERT and GPT with Keras for loading)
 
     try:
@@ -368,7 +428,7 @@ def predict(head, tokenizer, task: Task, lines, source: str, printer=print,
     Examples are predicted in chunks as they are read, so an error on a late line comes after
     every earlier example's answer has been printed.
     """
-    max_len = head.backbone.config.max_position_embeddings
+    max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
     pending, done = [], 0
 
     def flush():
@@ -389,3 +449,38 @@ def predict(head, tokenizer, task: Task, lines, source: str, printer=print,
     finally:
         flush()
     return done
+
+
+def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
+                   printer=print) -> dict:
+    """Score the fine-tuned model in ``model_dir`` on ``split`` ("dev" or "test") of its task,
+    read from ``data_dir`` (None: the task's default folder, MRPC's shipped copy) or from the
+    file ``path``; print the scores and write ``metrics_SPLIT.json`` and the task's
+    predictions file (``predictions_SPLIT.tsv``, ``.json`` for SQuAD, ``.txt`` for CoNLL) into
+    ``output_dir``, each atomically. Returns the scores."""
+    options = {"data_dir": data_dir, "dev_size": FinetuneConfig.dev_size, "printer": printer}
+    if path:
+        options["paths"] = {split: path}
+    head, tokenizer, task = load_finetuned(model_dir, **options)
+    if task.path(split) is None and not (split == "dev" and task.path("train") is not None):
+        raise UserError(f"no {split} file for {task.title}: expected "
+                        f"{' or '.join(task.file_names.get(split, ())) or 'its file'} in "
+                        f"--data DIR, or --file FILE")
+    examples = task.examples(split)
+    if not examples:
+        raise UserError(f"{task.title} {split}: no examples to score (dev is held out of "
+                        f"train only by --dev-size)")
+    arrays = task.encode(tokenizer, examples, min(task.max_len,
+                                                  head.backbone.config.max_position_embeddings))
+    predictions = task.predictions(head_outputs(head, arrays), arrays, examples)
+    scores = task.score(examples, predictions)
+    printer(f"{task.title} {split}: {task.describe(scores)}")
+    suffix, text = task.prediction_file(examples, predictions)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(output_dir / f"metrics_{split}.json", json.dumps(
+        {"task": task.name, "split": split, "examples": len(examples), "scores": scores},
+        indent=2, default=float) + "\n")
+    write_text_atomic(output_dir / f"predictions_{split}{suffix}", text)
+    printer(f"metrics_{split}.json and predictions_{split}{suffix} written to {output_dir}")
+    return scores

@@ -15,6 +15,7 @@ from nlp_tutorials.cli import main
 from nlp_tutorials.cli.commands import FAMILIES
 from nlp_tutorials.cli.settings import (
     AfterTraining,
+    EvaluateSettings,
     ExploreSettings,
     ExportModelSettings,
     ExportSettings,
@@ -297,6 +298,9 @@ DISPATCH = [
      (PrepareSettings(corpus="c.txt", output="out", shards=2),), {}),
     ("bert", ["finetune", "--no-swap", "--pooling", "mean"],
      (FinetuneConfig(swap_augment=False, pooling="mean"),), {}),
+    ("bert", ["finetune", "--task", "rte", "--data", "."],
+     (FinetuneConfig(task="rte", data="."),), {}),
+    ("bert", ["evaluate", "--split", "test"], (EvaluateSettings(split="test"),), {}),
     ("bert", ["predict", "pairs.tsv"], (PredictSettings(input="pairs.tsv"),), {}),
     ("bert", ["predict"], (PredictSettings(input="-"),), {}),
     ("bert", ["heads", "--prune", "0.5", "--recover-epochs", "1"],
@@ -328,7 +332,7 @@ def test_the_table_names_each_commands_run_function():
               "prepare": runs.prepare}
     assert table == {
         "bert": {"train": runs.train, **shared, "finetune": runs.finetune,
-                 "predict": runs.predict, "heads": runs.heads,
+                 "evaluate": runs.evaluate, "predict": runs.predict, "heads": runs.heads,
                  "export-model": runs.export_model},
         "gpt": {"train": runs.train, **shared, "generate": runs.generate},
         "transformer": {"train": runs.train_dates, "translate": runs.translate,
