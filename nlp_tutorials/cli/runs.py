@@ -164,7 +164,9 @@ def evaluate(settings) -> None:
 def predict(settings) -> None:
     """``bert predict``: one line per pair; on a malformed line, the pairs before it first."""
     if settings.input != "-" and not Path(settings.input).is_file():
-        raise UserError(f"{settings.input}: no such file; expected a TSV of sentence pairs")
+        raise UserError(f"{settings.input}: no such file; expected the model's input, one "
+                        f"example a line (MRPC: a TSV of sentence pairs; docs/tasks.md has "
+                        f"each task's)")
     start_tensorflow()
     from nlp_tutorials.training.finetuning import load_finetuned, predict as predict_pairs
 

@@ -404,8 +404,8 @@ class FinetuneConfig(Settings):
             raise UserError("--init-from and --from-scratch exclude each other; pass one")
         own = self.task == OWN_DATA_TASK
         if "task" in given and (self.text_columns or self.file_format):
-            raise UserError(f"--task {self.task} reads the task's own files; --text-columns and "
-                            f"--format are for your own data: pass one or the other")
+            raise UserError("--task reads a task's own files; --text-columns and --format are "
+                            "for your own data: pass one or the other")
         if own and not (self.text_columns and self.label_column):
             raise UserError("your own data needs --text-columns A[,B] and --label-column Y")
         if (self.label_column or self.regression) and not self.text_columns:

@@ -1,0 +1,169 @@
+"""`finetune --task`, `evaluate` and task.json: the run around any task, checked with MRPC on a
+tiny real BERT (tests/fixtures/bert_tiny_hf) and MRPC-format files cut from the shipped copy."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR
+from nlp_tutorials.training.config import FINETUNED_DIR, OWN_DATA_TASK, TASK_NAMES, FinetuneConfig
+from support import REPOSITORY, fails_without_tensorflow
+
+TINY_BERT = REPOSITORY / "tests" / "fixtures" / "bert_tiny_hf"
+
+
+def test_every_task_name_is_a_registered_task():
+    from nlp_tutorials.tasks import TASKS
+
+    assert set(TASKS) == {*TASK_NAMES, OWN_DATA_TASK}
+    for name, task_class in TASKS.items():
+        assert task_class.name == name
+
+
+def test_the_task_fills_what_the_flags_left():
+    mrpc = FinetuneConfig()
+    assert (mrpc.task, mrpc.output_dir, mrpc.learning_rate, mrpc.epochs) == (
+        "mrpc", FINETUNED_DIR, 1e-4, 3)
+    own = FinetuneConfig(train="t.csv", text_columns="text", label_column="label")
+    assert (own.task, own.output_dir) == (OWN_DATA_TASK, "visual/models/bert_custom")
+    assert FinetuneConfig(train="t.txt", file_format="conll").task == "conll2003"
+    given = FinetuneConfig(task="rte", data=".", epochs=7, learning_rate=3e-5)
+    assert (given.epochs, given.learning_rate, given.output_dir) == (
+        7, 3e-5, "visual/models/bert_rte")
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(task="sst2"), "--task sst2 needs its files: --data DIR"),
+    (dict(train="t.csv", text_columns="text"), "needs --text-columns A[,B] and --label-column"),
+    (dict(label_column="y"), "expected --text-columns as well"),
+    (dict(text_columns="a,b,c", label_column="y", train="t.csv"),
+     "--text-columns a,b,c: expected one column name, or two"),
+    (dict(file_format="conll"), "your own data needs --train FILE"),
+])
+def test_settings_that_cannot_work_are_one_line(settings, message):
+    with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        FinetuneConfig(**settings)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["finetune", "--task", "nosuch"], "argument --task: invalid choice: 'nosuch'"),
+    (["finetune", "--task", "rte", "--data", "no/such/folder"],
+     "--data no/such/folder: no such folder"),
+    (["finetune", "--task", "cola", "--text-columns", "s", "--label-column", "y", "--train",
+      "x.csv"], "--task reads a task's own files"),
+    (["finetune", "--train", "missing.csv", "--text-columns", "s", "--label-column", "y"],
+     "--train missing.csv: no such file"),
+    (["evaluate", "--file", "missing.tsv"], "--file missing.tsv: no such file"),
+])
+def test_bad_task_flags_answer_before_tensorflow(argv, message):
+    assert message in fails_without_tensorflow(*argv)
+
+
+def mrpc_slice(path: Path, split_file: str, rows: slice) -> Path:
+    """An MRPC-format file of some of the shipped file's rows (header kept)."""
+    lines = (DEFAULT_DATA_DIR / split_file).read_text(encoding="utf-8-sig").splitlines()
+    path.write_text("\n".join([lines[0], *lines[1:][rows]]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def glue_folder(tmp_path_factory):
+    """A GLUE-style MRPC folder: train.tsv (96 pairs) and dev.tsv (40 pairs)."""
+    folder = tmp_path_factory.mktemp("glue_mrpc")
+    mrpc_slice(folder / "train.tsv", "msr_paraphrase_train.txt", slice(0, 96))
+    mrpc_slice(folder / "dev.tsv", "msr_paraphrase_train.txt", slice(96, 136))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def finetuned(glue_folder, tmp_path_factory):
+    """The tiny BERT fine-tuned one epoch on the GLUE-style folder: (folder, result, printed)."""
+    from nlp_tutorials.training.finetuning import finetune
+
+    output = tmp_path_factory.mktemp("mrpc_model")
+    printed = []
+    config = FinetuneConfig(data=str(glue_folder), init_from=str(TINY_BERT),
+                            output_dir=str(output), epochs=1, batch_size=16, max_len=48)
+    return output, finetune(config, printer=printed.append), printed
+
+
+def described(path: Path) -> str:
+    """What reading an MRPC file should report, counted here from its Quality column."""
+    labels = [line.split("\t")[0] for line in path.read_text(encoding="utf-8").splitlines()[1:]]
+    return (f"{path.name}: {len(labels)} sentence pairs ({labels.count('1')} paraphrases, "
+            f"{labels.count('0')} not)")
+
+
+def test_a_task_folder_is_read_once_and_reported(finetuned, glue_folder):
+    _, result, printed = finetuned
+    assert printed[:2] == [described(glue_folder / "train.tsv"),
+                           described(glue_folder / "dev.tsv")]
+    # No labelled test file in a GLUE folder: dev is the summary.
+    assert result["runs"][0]["test"] is None and "dev_mean_std" in result
+
+
+def test_task_json_keeps_what_predict_and_evaluate_need(finetuned):
+    folder, _, _ = finetuned
+    saved = json.loads((folder / "task.json").read_text())
+    assert saved == {"task": "mrpc", "labels": ["0", "1"], "max_len": 48, "stride": 128}
+
+
+def test_evaluate_scores_and_writes_what_the_head_predicts(finetuned, glue_folder, tmp_path):
+    from nlp_tutorials.tasks.mrpc import read_mrpc_file
+    from nlp_tutorials.training.finetuning import evaluate_model, load_finetuned
+    from nlp_tutorials.text.packing import encode_pairs
+
+    folder, _, _ = finetuned
+    printed = []
+    scores = evaluate_model(folder, "dev", tmp_path, data_dir=glue_folder, printer=printed.append)
+    # Independently: the head's own logits on the dev pairs, arg-maxed and scored in numpy.
+    head, tokenizer, _ = load_finetuned(folder)
+    pairs = read_mrpc_file(glue_folder / "dev.tsv")
+    arrays = encode_pairs(tokenizer, pairs, 48)
+    logits = head({"input_ids": arrays["input_ids"], "token_type_ids": arrays["token_type_ids"]},
+                  training=False).numpy()
+    predicted = logits.argmax(axis=1)
+    labels = np.array([p.label for p in pairs])
+    assert scores["accuracy"] == pytest.approx(np.mean(predicted == labels))
+    metrics = json.loads((tmp_path / "metrics_dev.json").read_text())
+    assert metrics["examples"] == 40 and metrics["scores"]["accuracy"] == pytest.approx(
+        scores["accuracy"])
+    rows = (tmp_path / "predictions_dev.tsv").read_text().splitlines()
+    assert rows[0] == "index\tprediction"
+    assert [row.split("\t")[1] for row in rows[1:]] == [str(p) for p in predicted]
+    assert printed[0] == described(glue_folder / "dev.tsv")
+
+
+def test_evaluate_without_the_split_names_what_to_pass(finetuned, tmp_path):
+    from nlp_tutorials.training.finetuning import evaluate_model
+
+    folder, _, _ = finetuned
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UserError, match="no dev file for MRPC: expected dev.tsv in --data DIR, "
+                                        "or --file FILE"):
+        evaluate_model(folder, "dev", tmp_path, data_dir=empty)
+
+
+def test_a_task_json_field_the_task_does_not_keep_is_one_line(finetuned, tmp_path):
+    from nlp_tutorials.training.finetuning import load_task
+
+    saved = json.loads((finetuned[0] / "task.json").read_text())
+    (tmp_path / "task.json").write_text(json.dumps({**saved, "columns": ["a"]}))
+    with pytest.raises(UserError, match="task.json: a field MRPC does not keep"):
+        load_task(tmp_path)
+    (tmp_path / "task.json").write_text(json.dumps({**saved, "max_len": 0}))
+    with pytest.raises(UserError, match="task.json: max_len is 0; expected a positive integer"):
+        load_task(tmp_path)
+
+
+def test_fewer_train_examples_than_a_batch_is_one_line(glue_folder, tmp_path):
+    from nlp_tutorials.training.finetuning import finetune
+
+    config = FinetuneConfig(data=str(glue_folder), init_from=str(TINY_BERT),
+                            output_dir=str(tmp_path / "out"), batch_size=200)
+    with pytest.raises(UserError, match="96 train examples for MRPC, fewer than --batch-size 200"):
+        finetune(config, printer=lambda *_: None)
+
