@@ -124,6 +124,8 @@ def _answers(path, qid, context, qa, key) -> tuple:
         text = _field(path, f"question {qid}", answer, "text", str, "the answer's text")
         start = _field(path, f"question {qid}", answer, "answer_start", int,
                        "the answer's first character offset")
+        if not text:
+            _fail(path, f"question {qid}", "answers with some text, found an empty one")
         if context[start:start + len(text)] != text or start < 0:
             raise UserError(f"{path}: question {qid}: answer_start {start} does not point at "
                             f"its text {text[:60]!r} (the context there reads "
@@ -430,6 +432,9 @@ class SquadTask(Task):
                                      self.stride)
             rows.extend(windows)
             window_example.extend([index] * len(windows))
+        if not rows:  # no question: no window, every array empty
+            return {name: np.zeros((0, max_len) if name.startswith(("input", "token")) else 0,
+                                   np.int32) for name in (*WINDOW_ARRAYS, "window_example")}
         arrays = {name: np.stack([row[name] for row in rows]) for name in WINDOW_ARRAYS}
         arrays["window_example"] = np.array(window_example, np.int32)
         return arrays

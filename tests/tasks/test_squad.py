@@ -92,6 +92,10 @@ def test_bad_files_are_one_line_naming_the_file_and_the_question(tmp_path):
     with pytest.raises(UserError, match="question q: expected at least one answer, or "
                                         "'is_impossible': true"):
         task.read_file(squad_file(tmp_path, [{"id": "q", "question": "Who?", "answers": []}]))
+    with pytest.raises(UserError, match="question q: expected answers with some text, found an "
+                                        "empty one"):
+        task.read_file(squad_file(tmp_path, [{"id": "q", "question": "Who?", "answers": [
+            {"text": "", "answer_start": 0}]}]))
 
 
 def small_wordpiece():
@@ -128,6 +132,8 @@ def test_windows_are_stride_apart_and_each_piece_has_one_max_context_window():
     assert window_starts(10, room=4, stride=3) == [0, 3, 6]
     assert window_starts(10, room=4, stride=5) == [0, 4, 8]  # never a gap between windows
     assert window_starts(3, room=4, stride=2) == [0]
+    empty = SquadTask().encode(small_wordpiece(), [], 16)
+    assert empty["input_ids"].shape == (0, 16) and empty["window_example"].shape == (0,)
     # Windows 0-3, 3-6, 6-9. Piece 3 has 3 left and 0 right in window 0, 0 and 3 in window 1:
     # a tie, the earlier wins; piece 4: min(1, 2) in window 1 beats min(4, -) elsewhere.
     assert max_context_windows([0, 3, 6], 4, 10).tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
