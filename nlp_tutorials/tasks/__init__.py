@@ -8,8 +8,10 @@ here and one line in it.
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.tasks.mrpc import MrpcTask
+from nlp_tutorials.tasks.squad import Squad2Task, SquadTask
 
-TASKS = {"mrpc": MrpcTask}
+TASKS = {"mrpc": MrpcTask,
+         "squad": SquadTask, "squad2": Squad2Task}
 
 
 def get_task(name: str, **options) -> Task:

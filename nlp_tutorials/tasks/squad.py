@@ -386,6 +386,7 @@ class SquadTask(Task):
     labels = ("start", "end")
     file_names = {"train": ("train-v1.1.json",), "dev": ("dev-v1.1.json",)}
     default_max_len = 384
+    recipe = {"epochs": 3, "batch_size": 32, "learning_rate": 5e-5}  # BERT paper, 4.2
     metrics = (("f1", "F1"), ("exact_match", "exact match"))
     version = "1.1"
 
@@ -520,6 +521,7 @@ class Squad2Task(SquadTask):
     name = "squad2"
     title = "SQuAD v2.0"
     file_names = {"train": ("train-v2.0.json",), "dev": ("dev-v2.0.json",)}
+    recipe = {"epochs": 2, "batch_size": 48, "learning_rate": 5e-5}  # BERT paper, 4.3
     version = "2.0"
 
     def __init__(self, *args, null_threshold: float = 0.0, **kwargs):
