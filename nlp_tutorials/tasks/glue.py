@@ -265,9 +265,11 @@ class GlueTask(SentenceTask):
         header = rows[0][1]
         missing = [name for name in self.columns.values() if name not in header]
         if missing:
-            raise UserError(f"{path}:1: no column {missing[0]!r} in the header; expected "
+            unlabelled = missing[0] == self.columns["label"]
+            hint = " (GLUE's test.tsv files have none)" if unlabelled else ""
+            raise UserError(f"{path}:1: no column {missing[0]!r} in the header{hint}; expected "
                             f"{self.title}'s columns {', '.join(self.columns.values())}, found "
-                            f"{', '.join(header)[:200]} (GLUE's test.tsv files have no labels)")
+                            f"{', '.join(header)[:200]}")
         return ({part: header.index(name) for part, name in self.columns.items()},
                 len(header), rows[1:])
 
