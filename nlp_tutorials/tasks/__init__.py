@@ -7,11 +7,24 @@ here and one line in it.
 """
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.glue import (
+    ColaTask,
+    MnliTask,
+    QnliTask,
+    QqpTask,
+    RteTask,
+    Sst2Task,
+    StsbTask,
+    WnliTask,
+)
 from nlp_tutorials.tasks.mrpc import MrpcTask
 from nlp_tutorials.tasks.squad import Squad2Task, SquadTask
+from nlp_tutorials.tasks.table import CustomTask
 
-TASKS = {"mrpc": MrpcTask,
-         "squad": SquadTask, "squad2": Squad2Task}
+TASKS = {"cola": ColaTask, "sst2": Sst2Task, "mrpc": MrpcTask, "stsb": StsbTask, "qqp": QqpTask,
+         "mnli": MnliTask, "qnli": QnliTask, "rte": RteTask, "wnli": WnliTask,
+         "squad": SquadTask, "squad2": Squad2Task,
+         "custom": CustomTask}
 
 
 def get_task(name: str, **options) -> Task:

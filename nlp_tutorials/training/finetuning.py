@@ -381,6 +381,8 @@ def load_task(output_dir, **options) -> Task:
     except TypeError as err:  # a field the task's constructor does not take
         raise UserError(f"{path}: a field {TASKS[name].title} does not keep ({err}); "
                         f"expected the task.json `finetune` writes") from None
+    except ValueError as err:  # a value the task's constructor cannot take
+        raise UserError(f"{path}: {err}; expected the task.json `finetune` writes") from None
 
 
 def load_finetuned(output_dir, **options) -> Finetuned:
