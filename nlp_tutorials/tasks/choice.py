@@ -84,9 +84,10 @@ class ChoiceTask(Task):
         """numpy int32 arrays with a row per example and, inside it, one per ending.
 
         ``input_ids``, ``token_type_ids`` [n, choices, max_len]: ``[CLS] context [SEP] ending
-        [SEP]``, exactly as ``tokenizer.encode_tokens(context, ending, max_len)`` lays out one
-        pair (segment 0 then 1, longest-first truncation, ``[PAD]`` after), built for all pairs
-        at once by ``tokenizer.pack``. ``labels`` [n]: the right ending's index.
+        [SEP]``, exactly as ``tokenizer.encode_tokens`` lays out one tokenized pair (segment 0
+        then 1, longest-first truncation, ``[PAD]`` after), but built for all pairs at once by
+        ``tokenizer.pack`` (SWAG's train file is 294,184 pairs). ``labels`` [n]: the right
+        ending's index.
         ``choice_counts`` [n]: each example's number of endings. ``choices`` is the largest
         count: an example with fewer endings (``predict`` lines may differ) fills its row with
         empty endings, ``[CLS] context [SEP] [SEP]``, which :meth:`predictions` leaves out.
@@ -267,7 +268,8 @@ class CommonsenseQaTask(ChoiceTask):
         if answer not in self.labels:
             raise UserError(f"{where}: answerKey {answer[:50]!r} is not one of the choices "
                             f"{', '.join(self.labels)}")
-        return ChoiceExample(str(record.get("id", where)), stem, texts, self.labels.index(answer))
+        question_id = field(where, record, "id", str)
+        return ChoiceExample(question_id, stem, texts, self.labels.index(answer))
 
 
 def field(where: str, record, key: str, kind: type, prefix: str = ""):

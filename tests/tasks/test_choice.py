@@ -101,6 +101,7 @@ def csqa_line(answer="A", choices=CHOICES, stem="Why?") -> str:
      r"q\.jsonl:2: expected the key question\.choices\[\]\.text$"),
     (csqa_line(choices=[CHOICES[1], CHOICES[0], *CHOICES[2:]]),
      r"q\.jsonl:2: expected choices labelled A, B, C, D, E in order, found B, A, C, D, E$"),
+    (csqa_line().replace('"id": "q1", ', ""), r"q\.jsonl:2: expected the key id$"),
     (csqa_line(answer="F"), r"q\.jsonl:2: answerKey 'F' is not one of the choices A, B, C, D, E$"),
 ])
 def test_a_bad_commonsenseqa_line_is_named_with_what_was_expected(tmp_path, line, expected):
