@@ -14,7 +14,8 @@ from nlp_tutorials.tasks.choice import ChoiceExample, CommonsenseQaTask, SwagTas
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SWAG = FIXTURES / "choice" / "swag"
 CSQA = FIXTURES / "choice" / "commonsenseqa"
-REAL_CSQA = Path("/work/shared/data/commonsenseqa")
+# The real files, where a copy sits beside the repository (its data/ README lists them).
+REAL_CSQA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "commonsenseqa"
 SWAG_HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
                "ending3,label\n")
 
