@@ -7,6 +7,7 @@ here and one line in it.
 """
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.choice import CommonsenseQaTask, SwagTask
 from nlp_tutorials.tasks.glue import (
     ColaTask,
     MnliTask,
@@ -24,6 +25,7 @@ from nlp_tutorials.tasks.table import CustomTask
 TASKS = {"cola": ColaTask, "sst2": Sst2Task, "mrpc": MrpcTask, "stsb": StsbTask, "qqp": QqpTask,
          "mnli": MnliTask, "qnli": QnliTask, "rte": RteTask, "wnli": WnliTask,
          "squad": SquadTask, "squad2": Squad2Task,
+         "swag": SwagTask, "commonsenseqa": CommonsenseQaTask,
          "custom": CustomTask}
 
 

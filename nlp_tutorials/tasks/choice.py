@@ -171,6 +171,7 @@ class SwagTask(ChoiceTask):
     item = "context"
     answer_prefix = "ending"
     file_names = {"train": ("train.csv",), "dev": ("val.csv",)}
+    recipe = {"epochs": 3, "batch_size": 16, "learning_rate": 2e-5}  # BERT paper, 4.4
 
     def read_file(self, path) -> list[ChoiceExample]:
         path = Path(path)
@@ -238,6 +239,7 @@ class CommonsenseQaTask(ChoiceTask):
     title = "CommonsenseQA"
     labels = ("A", "B", "C", "D", "E")
     file_names = {"train": ("train_rand_split.jsonl",), "dev": ("dev_rand_split.jsonl",)}
+    recipe = {"epochs": 3, "batch_size": 16, "learning_rate": 2e-5}  # SWAG's, BERT paper 4.4
 
     def read_file(self, path) -> list[ChoiceExample]:
         path = Path(path)
