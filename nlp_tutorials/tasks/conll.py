@@ -85,7 +85,10 @@ def read_conll(path, columns: int | None = 4, labels=()) -> list[Sentence]:
                 sentences.append(Sentence(tuple(words), tuple(entities.to_iob2(tags)), start))
                 words, tags = [], []
             continue
-        expected = expected or columns or max(2, len(fields))
+        if columns is None and len(fields) < 2:
+            raise UserError(f"{path}:{number}: expected at least 2 space-separated columns "
+                            f"(the word first, its tag last), found 1")
+        expected = expected or columns or len(fields)
         if len(fields) != expected:
             raise UserError(f"{path}:{number}: expected {_columns_wanted(expected, columns)}, "
                             f"found {len(fields)}")
@@ -104,7 +107,7 @@ def _columns_wanted(expected: int, columns: int | None) -> str:
         return "4 space-separated columns (word, POS tag, chunk tag, entity tag)"
     if columns is None:
         return (f"{expected} space-separated columns as on the file's first word line "
-                f"(at least 2: the word first, its tag last)")
+                f"(the word first, its tag last)")
     return f"{columns} space-separated columns (the word first, its tag last)"
 
 
