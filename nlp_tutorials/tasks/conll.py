@@ -211,9 +211,8 @@ class ConllTask(Task):
             word's first piece, else 0) and ``tag_weights`` [n, max_len] float32 (1.0 on first
             pieces, 0.0 elsewhere). For decoding only: ``window_example`` [n] int32, the
             sentence of each window; ``word_index`` [n, max_len] int32, the word a first piece
-            starts (-1 elsewhere); ``word_context`` [n, max_len] int32, the pieces a first
-            piece sees on its nearer side cut by the window (``max_len`` where the window cuts
-            neither side), -1 elsewhere.
+            starts (-1 elsewhere); ``word_context`` [n, max_len] int32, the pieces of the
+            window on a first piece's shorter side, -1 elsewhere.
         """
         if max_len < 3:
             raise UserError(f"max_len={max_len}: expected at least 3 (room for [CLS], a word "
@@ -254,10 +253,8 @@ class ConllTask(Task):
         for start in window_starts(len(ids), width, step):
             stop = min(start + width, len(ids))
             offsets = np.arange(stop - start)  # [pieces in the window]
-            before = offsets if start > 0 else width + 2  # a sentence's edge cuts no context
-            after = stop - start - 1 - offsets if stop < len(ids) else width + 2
             yield (example, ids[start:stop], words[start:stop], tag_ids[start:stop],
-                   np.minimum(before, after))
+                   np.minimum(offsets, stop - start - 1 - offsets))
 
     # Decoding and scores.
 
@@ -265,7 +262,11 @@ class ConllTask(Task):
         """Each sentence's tags, one per word, from logits [n windows, max_len, labels].
 
         A word seen in several windows takes its tag from the one where it has the most
-        context (the earlier on a tie); the tag is the arg-max of its first piece's logits.
+        context: where the fewer of the pieces before and after it in the window is the
+        largest (the earlier window on a tie), as BERT's SQuAD code picks a piece's window.
+        Counting a sentence's own edge as a cut changes no choice: the first window always
+        has the most pieces before a word, the last the most after it. The tag is the arg-max
+        of the word's first piece's logits.
         The tags are then written as IOB2 (a stray ``I-`` that starts an entity becomes
         ``B-``), which names the same entities as the arg-max does.
         """

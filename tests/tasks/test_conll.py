@@ -132,7 +132,7 @@ def test_the_real_files_hold_what_their_source_notes_count(name, summary):
     assert task.summarize(read_conll(REAL / name)).startswith(summary)
 
 
-# --- encoding --------------------------------------------------------------------------------------
+# --- encoding -------------------------------------------------------------------------------------
 
 def test_each_word_s_tag_sits_on_its_first_piece_only():
     task = ConllTask(labels=("O", "B-LOC", "I-LOC", "B-PER", "I-PER"))
@@ -165,7 +165,8 @@ def brute_force_windows(pieces: int, width: int, step: int) -> list[int]:
 
 def context(position: int, start: int, width: int, pieces: int) -> float:
     """Pieces a piece sees before and after it in a window, the fewer of the two; a side the
-    window does not cut sees the whole sentence."""
+    window does not cut sees the whole sentence (the task counts pieces in the window only,
+    which must choose the same windows)."""
     stop = min(start + width, pieces)
     before = position - start if start > 0 else np.inf
     after = stop - 1 - position if stop < pieces else np.inf
@@ -224,7 +225,7 @@ def test_predicted_tags_are_iob2_naming_the_entities_the_arg_max_names():
         ["B-PER", "I-PER", "O", "B-LOC", "B-PER"]]
 
 
-# --- predict and evaluate's text -------------------------------------------------------------------
+# --- predict and evaluate's text ------------------------------------------------------------------
 
 def test_predict_reads_a_sentence_a_line_and_writes_a_word_and_tag_a_line():
     task = ConllTask(labels=("O", "B-PER", "I-PER"))
@@ -253,7 +254,7 @@ def test_evaluate_writes_conlleval_s_input_and_scores_entities():
     assert task.describe(scores) == "F1 0.667 precision 0.667 recall 0.667"
 
 
-# --- a real model ----------------------------------------------------------------------------------
+# --- a real model ---------------------------------------------------------------------------------
 
 def test_a_tiny_bert_tags_windows_back_into_words_and_learns():
     import keras
