@@ -182,7 +182,8 @@ class ConllTask(Task):
         entities counted as conlleval counts them."""
         counts = entities.count_entities(s.tags for s in sentences)
         by_type = ", ".join(f"{entity_type} {count:,}" for entity_type, count in counts.items())
-        return (f"{len(sentences):,} sentences, {sum(counts.values()):,} entities"
+        return (f"{_counted(len(sentences), 'sentence')}, "
+                f"{_counted(sum(counts.values()), 'entity', 'entities')}"
                 + (f" ({by_type})" if by_type else ""))
 
     def texts(self, examples) -> list[str]:
@@ -322,6 +323,11 @@ class ConllTask(Task):
                       for word, gold, tag in zip(sentence.words, sentence.tags, predicted)]
             lines.append("")
         return ".txt", "\n".join(lines) + "\n"
+
+
+def _counted(count: int, one: str, many: str = "") -> str:
+    """``"1 sentence"``, ``"14,041 sentences"``."""
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
 def word_ids(tokenizer, word: str) -> list[int]:

@@ -48,7 +48,7 @@ def test_reads_conll_2003_files_says_what_they_hold_and_learns_iob2_tags():
     assert train[2].tags[11:13] == ("B-ORG", "I-ORG")
     assert [len(s.words) for s in train] == [7, 7, 15]
     assert len(task.examples("dev")) == 1 and len(task.examples("test")) == 2
-    assert said[1:] == ["eng.testa: 1 sentences, 2 entities (ORG 1, PER 1)",
+    assert said[1:] == ["eng.testa: 1 sentence, 2 entities (ORG 1, PER 1)",
                         "eng.testb: 2 sentences, 3 entities (LOC 2, PER 1)"]
 
 
@@ -100,6 +100,7 @@ def test_a_user_s_own_files_need_two_or_more_columns_the_same_on_every_line(tmp_
     assert [s.tags for s in task.examples("train")] == [("B-PER", "I-PER"), ("O", "B-CITY")]
     assert task.labels == ("O", "B-CITY", "I-CITY", "B-PER", "I-PER")
     assert task.summarize(task.examples("train")) == "2 sentences, 2 entities (CITY 1, PER 1)"
+    assert task.summarize(task.examples("train")[1:]) == "1 sentence, 1 entity (CITY 1)"
     three = write(tmp_path / "three.txt", "Ada NNP B-PER\nwrote O\n")
     with pytest.raises(UserError, match=rf"^{three}:2: expected 3 space-separated columns as on "
                                         r"the file's first word line \(the word first, its "
