@@ -1,6 +1,10 @@
 """Downstream tasks: each reads its files into examples, encodes them, names its head and
-scores predictions (the seam: :mod:`nlp_tutorials.tasks.base`). MRPC is one such task; the
-dates task trains the encoder-decoder.
+scores predictions (the seam: :mod:`nlp_tutorials.tasks.base`). The BERT paper's four shapes:
+GLUE's sentence and pair classification (:mod:`~nlp_tutorials.tasks.glue`, MRPC in
+:mod:`~nlp_tutorials.tasks.mrpc`, a user's own table in :mod:`~nlp_tutorials.tasks.table`),
+CoNLL-2003 tagging (:mod:`~nlp_tutorials.tasks.conll`), SQuAD spans
+(:mod:`~nlp_tutorials.tasks.squad`) and multiple choice (:mod:`~nlp_tutorials.tasks.choice`).
+The dates task trains the encoder-decoder.
 
 ``TASKS`` maps each task's name (``finetune``'s ``task``) to its class: a new task is a module
 here and one line in it.
@@ -8,6 +12,7 @@ here and one line in it.
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.tasks.choice import CommonsenseQaTask, SwagTask
+from nlp_tutorials.tasks.conll import ConllTask
 from nlp_tutorials.tasks.glue import (
     ColaTask,
     MnliTask,
@@ -24,6 +29,7 @@ from nlp_tutorials.tasks.table import CustomTask
 
 TASKS = {"cola": ColaTask, "sst2": Sst2Task, "mrpc": MrpcTask, "stsb": StsbTask, "qqp": QqpTask,
          "mnli": MnliTask, "qnli": QnliTask, "rte": RteTask, "wnli": WnliTask,
+         "conll2003": ConllTask,
          "squad": SquadTask, "squad2": Squad2Task,
          "swag": SwagTask, "commonsenseqa": CommonsenseQaTask,
          "custom": CustomTask}

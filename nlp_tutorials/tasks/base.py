@@ -55,6 +55,11 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
+def counted(number: int, noun: str) -> str:
+    """``1 article``, ``2,067 paragraphs``: a count and its noun, plural unless one."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
 def split_train_dev(examples: list, dev_size: int) -> tuple[list, list]:
     """(train, dev): the last ``dev_size`` examples are dev (MRPC's 3,668 / 408 as GLUE splits
     it); with ``dev_size`` 0, every example trains and dev is empty."""

@@ -35,7 +35,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.answers import squad2_scores, squad_scores
-from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.base import counted, Task
 
 MAX_QUESTION_PIECES = 64  # BERT's max_query_length
 N_BEST = 20  # starts and ends tried per window (BERT's n_best_size)
@@ -402,7 +402,8 @@ class SquadTask(Task):
     def summarize(self, questions) -> str:
         articles = len({q.article for q in questions})
         paragraphs = len({(q.article, q.paragraph) for q in questions})
-        return f"{articles:,} articles, {paragraphs:,} paragraphs, {len(questions):,} questions"
+        return ", ".join([counted(articles, "article"), counted(paragraphs, "paragraph"),
+                          counted(len(questions), "question")])
 
     def texts(self, questions) -> list[str]:
         return [q.question for q in questions] + list(dict.fromkeys(q.context for q in questions))

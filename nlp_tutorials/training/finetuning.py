@@ -207,6 +207,8 @@ def make_task(config: FinetuneConfig, printer=print) -> Task:
         from nlp_tutorials.tasks.squad import squad_version
 
         name = squad_version(config.train)
+    if config.file_format == "conll":
+        options = {"columns": None}  # any number of columns: the word first, its tag last
     if name == OWN_DATA_TASK:
         options = {"text_columns": config.text_columns.split(","),
                    "label_column": config.label_column, "regression": config.regression,

@@ -163,7 +163,8 @@ def test_fewer_train_examples_than_a_batch_is_one_line(glue_folder, tmp_path):
     from nlp_tutorials.training.finetuning import finetune
 
     config = FinetuneConfig(data=str(glue_folder), init_from=str(TINY_BERT),
-                            output_dir=str(tmp_path / "out"), batch_size=200)
+                            output_dir=str(tmp_path / "out"), batch_size=200,
+                            swap_augment=False)
     with pytest.raises(UserError, match="96 train examples for MRPC, fewer than --batch-size 200"):
         finetune(config, printer=lambda *_: None)
 
