@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks import entities
+import nlp_tutorials.tasks.entities as entities
 from nlp_tutorials.tasks.base import Task
 
 DOCSTART = "-DOCSTART-"
