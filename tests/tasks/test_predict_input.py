@@ -65,10 +65,14 @@ def test_predict_still_answers_a_pair(finetuned, capsys, monkeypatch):
     assert texts == ["the cat sat", "a cat was sitting"]
 
 
+KNOWN = ('"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "conll2003", '
+         '"squad", "squad2", "swag", "commonsenseqa", "custom"')
+
+
 @pytest.mark.parametrize("saved, expected", [
-    ({"task": "sst2", "labels": ["0", "1"]}, 'task is "sst2"; expected one of "mrpc"'),
-    ({"task": 1, "labels": ["0", "1"]}, 'task is 1; expected one of "mrpc"'),
-    ({"labels": ["0", "1"]}, 'no task; expected one of "mrpc"'),
+    ({"task": "nosuch", "labels": ["0", "1"]}, f'task is "nosuch"; expected one of {KNOWN}'),
+    ({"task": 1, "labels": ["0", "1"]}, f'task is 1; expected one of {KNOWN}'),
+    ({"labels": ["0", "1"]}, f'no task; expected one of {KNOWN}'),
     ({"task": "mrpc"}, "no labels; expected a non-empty list of distinct label names"),
     ({"task": "mrpc", "labels": []}, "labels is []; expected a non-empty list"),
     ({"task": "mrpc", "labels": ["0", "0"]}, 'labels is ["0", "0"]; expected a non-empty list '

@@ -39,7 +39,7 @@ def test_reader_keeps_questions_answers_and_their_places():
     seen = []
     task = SquadTask(paths={"dev": V1}, printer=seen.append)
     questions = task.examples("dev")
-    assert seen == ["dev-v1.1-slice.json: 1 articles, 2 paragraphs, 12 questions"]
+    assert seen == ["dev-v1.1-slice.json: 1 article, 2 paragraphs, 12 questions"]
     first = questions[0]
     assert first.id == "56be4db0acb8001400a502ec"
     assert first.question == "Which NFL team represented the AFC at Super Bowl 50?"
@@ -48,7 +48,7 @@ def test_reader_keeps_questions_answers_and_their_places():
     assert (questions[-1].article, questions[-1].paragraph) == (0, 1)
     v2 = Squad2Task(paths={"dev": V2})
     questions = v2.examples("dev")
-    assert v2.summarize(questions) == "1 articles, 2 paragraphs, 16 questions, 8 unanswerable"
+    assert v2.summarize(questions) == "1 article, 2 paragraphs, 16 questions, 8 unanswerable"
     impossible = [q for q in questions if q.is_impossible]
     assert all(not q.answers and q.plausible_answers for q in impossible)
     assert (squad_version(V1), squad_version(V2)) == ("squad", "squad2")
