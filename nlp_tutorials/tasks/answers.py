@@ -114,7 +114,9 @@ def best_threshold(scores, answerable, predictions, no_answer_scores) -> tuple[f
 
     At threshold ``t`` a question whose no-answer score is above ``t`` is answered "" (scoring
     1 if it is unanswerable, 0 if not), the others keep their prediction (its ``score``). The
-    sweep starts from every answer empty (reported threshold: 0.0), then takes the questions
+    sweep starts from every answer empty (reported threshold: 0.0 as in the script, or, where
+    some no-answer score is not above 0.0, one below them all, so that the threshold kept with
+    a model does make every answer empty), then takes the questions
     in increasing no-answer score (ties in question order) and adds each one's change: its
     score if answerable, -1 if unanswerable with a non-empty prediction, else 0; the
     threshold is the no-answer score of the question after which the running total is
@@ -129,7 +131,8 @@ def best_threshold(scores, answerable, predictions, no_answer_scores) -> tuple[f
     """
     answerable = [bool(a) for a in answerable]
     total = best = float(answerable.count(False))
-    threshold = 0.0
+    lowest = min(no_answer_scores, default=1.0)
+    threshold = 0.0 if lowest > 0.0 else float(lowest) - 1.0
     for q in sorted(range(len(scores)), key=lambda q: no_answer_scores[q]):
         if answerable[q]:
             total += scores[q]

@@ -89,6 +89,14 @@ def test_v2_scores_split_answerable_and_unanswerable_and_sweep_the_threshold():
     assert scores["best_exact_threshold"] == -2.0
 
 
+def test_a_best_of_every_answer_empty_keeps_a_threshold_that_empties_them():
+    # No-answer scores -0.5 and -2.0, both questions unanswerable but predicted: answering
+    # nothing is best (2/2). The script would report 0.0, at which both are answered; the
+    # threshold kept must lie below -2.0, where "answer '' when above it" empties both.
+    best, threshold = best_threshold([0.0, 0.0], [False, False], ["a", "b"], [-0.5, -2.0])
+    assert best == 1.0 and threshold < -2.0
+
+
 def test_threshold_sweep_takes_tied_no_answer_scores_in_question_order():
     # Both questions have no-answer score 1.0. Unanswerable first: 1 right with all empty,
     # -1 -> 0, +1 -> 1, never above 1: best 1/2 at the starting threshold 0.0.
