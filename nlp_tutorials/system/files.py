@@ -76,6 +76,39 @@ def _sync(path: Path) -> None:
         os.close(fd)
 
 
+def read_utf8(path) -> str:
+    """The text of a UTF-8 file, a byte-order mark dropped; a byte that is not UTF-8 is a
+    UserError naming its line (data files from elsewhere: their errors name a place)."""
+    raw = _read_bytes(path)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {raw[err.start]:#04x})") from None
+
+
+def numbered_lines(path):
+    """(line number, text) of each line of a UTF-8 file, without its line ending, up to its last
+    line that is not blank; a byte that is not UTF-8 is a UserError naming its line and column
+    (the bytes are split into lines before decoding, so the error can say where)."""
+    lines = _read_bytes(path).removeprefix(b"\xef\xbb\xbf").split(b"\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        try:
+            yield number, line.removesuffix(b"\r").decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UserError(f"{path}:{number}: not valid UTF-8 "
+                            f"(byte {line[err.start]:#04x} at column {err.start + 1})") from None
+
+
+def _read_bytes(path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        raise UserError(f"{path}: cannot read ({err.strerror})") from None
+
+
 def read_json_object(path) -> dict:
     """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one.
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import read_utf8
 from nlp_tutorials.tasks.base import ClassPrediction, Task, softmax
 from nlp_tutorials.tasks.metrics import accuracy
 from nlp_tutorials.text.tokenization import pad_ragged
@@ -36,19 +37,6 @@ class ChoiceExample:
     endings: tuple[str, ...]
     label: int
 
-
-def decoded_text(path: Path) -> str:
-    """The text of ``path`` as UTF-8 (a byte-order mark dropped); a bad byte is a UserError
-    naming its line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {raw[err.start]:#04x})") from None
 
 
 class ChoiceTask(Task):
@@ -213,7 +201,7 @@ def csv_records(path: Path):
     the record's first line (a quoted field may hold line breaks). Broken quoting (a quote
     never closed, text after a closing quote) is a UserError naming the line: read leniently,
     it would swallow the lines after it into one field."""
-    rows = csv.reader(io.StringIO(decoded_text(path), newline=""), strict=True)
+    rows = csv.reader(io.StringIO(read_utf8(path), newline=""), strict=True)
     start = 1
     try:
         for row in rows:
@@ -244,7 +232,7 @@ class CommonsenseQaTask(ChoiceTask):
     def read_file(self, path) -> list[ChoiceExample]:
         path = Path(path)
         examples = []
-        for number, line in enumerate(decoded_text(path).splitlines(), start=1):
+        for number, line in enumerate(read_utf8(path).splitlines(), start=1):
             if line.strip():
                 examples.append(self.question(f"{path}:{number}", line))
         return examples

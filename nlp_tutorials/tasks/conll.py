@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import numbered_lines
 import nlp_tutorials.tasks.entities as entities
 from nlp_tutorials.tasks.base import Task
 
@@ -45,22 +46,6 @@ class Sentence:
     words: tuple[str, ...]
     tags: tuple[str, ...]
     line: int
-
-
-def numbered_lines(path: Path):
-    """(line number, text) of each line of a UTF-8 file, without its line ending; a byte that is
-    not UTF-8 is a UserError naming its line."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
-    # Split before decoding so a bad byte is reported with its line number.
-    for number, line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        try:
-            yield number, line.removesuffix(b"\r").decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise UserError(f"{path}:{number}: not valid UTF-8 "
-                            f"(byte {line[err.start]:#04x} at column {err.start + 1})") from None
 
 
 def read_conll(path, columns: int | None = 4, labels=()) -> list[Sentence]:

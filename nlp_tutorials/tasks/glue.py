@@ -26,12 +26,12 @@ benchmark's server scores them) and are not read.
 """
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import numbered_lines
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.tasks.metrics import (
     accuracy,
@@ -224,27 +224,9 @@ class SentenceTask(Task):
 
 
 def tsv_rows(path) -> list[tuple[int, list[str]]]:
-    """(line number, fields) of every line of a GLUE file, split on tabs with no quoting.
-
-    Bytes are split into lines before decoding, so a byte that is not UTF-8 is reported with
-    its line; trailing blank lines (a final newline, or none as in CoLA's dev.tsv) are dropped.
-    """
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
-    lines = raw.removeprefix(b"\xef\xbb\xbf").split(b"\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            rows.append((number, line.removesuffix(b"\r").decode("utf-8").split("\t")))
-        except UnicodeDecodeError as err:
-            raise UserError(f"{path}:{number}: not valid UTF-8 "
-                            f"(byte {line[err.start]:#04x} at column {err.start + 1})") from None
-    return rows
+    """(line number, fields) of every line of a GLUE file, split on tabs with no quoting;
+    trailing blank lines (a final newline, or none as in CoLA's dev.tsv) are dropped."""
+    return [(number, line.split("\t")) for number, line in numbered_lines(path)]
 
 
 class GlueTask(SentenceTask):

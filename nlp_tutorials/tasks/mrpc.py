@@ -9,6 +9,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.glue import tsv_rows
 from nlp_tutorials.tasks.metrics import accuracy, f1_score
 from nlp_tutorials.text.packing import encode_pairs, longest_pair_length
 
@@ -52,24 +53,11 @@ def load_mrpc(split: str, data_dir=None) -> list[Pair]:
 def read_mrpc_file(path) -> list[Pair]:
     """The pairs of one MRPC file: the corpus' own (``msr_paraphrase_train.txt``) or GLUE's
     copy (``train.tsv``, ``dev.tsv``), both a header and five tab-separated columns."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
-    # Bytes are split before decoding so a bad byte can be reported with its line number.
-    lines = raw.removeprefix(b"\xef\xbb\xbf").split(b"\n")
-    while lines and not lines[-1].strip():
-        lines.pop()
-    if not lines:
+    rows = tsv_rows(path)
+    if not rows:
         raise UserError(f"{path}: file is empty; expected the MRPC header {_tabbed(HEADER)}")
     pairs = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            fields = line.removesuffix(b"\r").decode("utf-8").split("\t")
-        except UnicodeDecodeError as err:
-            raise UserError(f"{path}:{number}: not valid UTF-8 "
-                            f"(byte {line[err.start]:#04x} at column {err.start + 1})") from None
+    for number, fields in rows:
         if number == 1:
             if tuple(fields) != HEADER:
                 raise UserError(f"{path}:1: expected the header {_tabbed(HEADER)}, "

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import read_utf8
 from nlp_tutorials.tasks.glue import SentenceTask, TextExample
 
 # The file formats, by the suffix that names each.
@@ -34,25 +35,12 @@ def file_format_of(path, file_format: str | None) -> str:
     return FORMATS[Path(path).suffix.lower()]
 
 
-def decoded(path) -> str:
-    """The text of ``path`` (UTF-8, a byte-order mark dropped); a byte that is not UTF-8 is a
-    UserError naming its line."""
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: not valid UTF-8 (byte {raw[err.start]:#04x})") from None
-
 
 def table_records(path, delimiter: str, wanted) -> list[tuple[int, dict]]:
     """(line number, {column: value}) of each row of a CSV or TSV file with a header, the line
     being the one the row starts on (a quoted field may span lines). Every ``wanted`` column
     must be in the header, every row as long as the header."""
-    reader = csv.reader(io.StringIO(decoded(path), newline=""), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(read_utf8(path), newline=""), delimiter=delimiter)
     header, records, next_line = None, [], 1
     try:
         for row in reader:
@@ -79,7 +67,7 @@ def json_records(path, wanted) -> list[tuple[int, dict]]:
     """(line number, object) of each non-blank line of a JSON-lines file; each must be an
     object holding every ``wanted`` field."""
     records = []
-    for number, line in enumerate(decoded(path).splitlines(), start=1):
+    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
