@@ -147,6 +147,9 @@ class HeadsSettings(Settings):
                                                         "head_importance.json is written "
                                                         "beside it")
     output_dir: str = setting("visual/results", "pictures")
+    data: str | None = setting(None, "folder holding the task's files (its dev file is scored; "
+                                     "the data is not saved with a model)", metavar="DIR",
+                               default_help="the shipped MRPC")
     dev_size: int = setting(FinetuneConfig.dev_size, "last MRPC train pairs the importance is "
                                                      "measured on, as finetune's dev",
                             kind=positive_int)
