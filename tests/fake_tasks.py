@@ -64,6 +64,9 @@ class SentenceTask(TabTask):
     def texts(self, examples):
         return [e.text for e in examples]
 
+    def text_inputs(self):
+        return ("sentence",)
+
     def encode(self, tokenizer, examples, max_len):
         rows = [tokenizer.encode_tokens(tokenizer.tokenize(e.text), max_len=max_len)
                 for e in examples]
@@ -164,6 +167,32 @@ def tiny_task_head(task, seed: int = 0):
     keras.utils.set_random_seed(seed)
     backbone = BERT.from_pretrained(TINY_BERT, printer=lambda line: None)
     return task.build_head(backbone, dropout=0.0), load_tokenizer(TINY_BERT)
+
+
+def tiny_wordpiece_head(task, seed: int = 0, max_positions: int = 24):
+    """(head, tokenizer) of ``task`` on a tiny fresh BERT whose WordPiece vocabulary is learnt
+    from the fake tasks' texts (so words are pieces and few are ``[UNK]``), dropout off, the
+    output layer drawn wide so that answers differ between inputs."""
+    import keras
+
+    from nlp_tutorials.bert import BERT
+    from nlp_tutorials.models.config import ModelConfig
+    from nlp_tutorials.text.tokenization import WordPieceTokenizer
+
+    texts = SENTENCES + [t for c, endings in CONTEXTS for t in (c, *endings)]
+    tokenizer = WordPieceTokenizer.train(texts, vocab_size=60)
+    keras.utils.set_random_seed(seed)
+    backbone = BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
+                                num_hidden_layers=2, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=max_positions,
+                                pad_token_id=tokenizer.pad_id, hidden_dropout_prob=0.0,
+                                attention_probs_dropout_prob=0.0))
+    head = task.build_head(backbone, **({} if task.shape == "span" else {"dropout": 0.0}))
+    output = head.weights[-2]  # the output layer's kernel (then its bias)
+    assert output.path.endswith("kernel") and output.path.split("/")[-2] in (
+        "classifier", "scorer", "span")
+    output.assign(output.numpy() * 50)
+    return head, tokenizer
 
 
 def save_model(head, tokenizer, task, folder):
