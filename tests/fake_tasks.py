@@ -188,11 +188,28 @@ def tiny_wordpiece_head(task, seed: int = 0, max_positions: int = 24):
                                 pad_token_id=tokenizer.pad_id, hidden_dropout_prob=0.0,
                                 attention_probs_dropout_prob=0.0))
     head = task.build_head(backbone, **({} if task.shape == "span" else {"dropout": 0.0}))
-    output = head.weights[-2]  # the output layer's kernel (then its bias)
-    assert output.path.endswith("kernel") and output.path.split("/")[-2] in (
-        "classifier", "scorer", "span")
-    output.assign(output.numpy() * 50)
+    if task.shape in ("sequence", "choice"):
+        widen_output(head, task, tokenizer)
     return head, tokenizer
+
+
+def widen_output(head, task, tokenizer):
+    """Rescale a fresh output layer so its logits on the fake examples have mean 0 and std 2
+    per output (a fresh one answers nearly the same everywhere): the answers then spread, so a
+    wrong token or layout shows in them."""
+    if task.shape == "choice":
+        examples = [Question(c, e, 0) for c, e in CONTEXTS]
+    else:
+        answer = "0" if task.labels == ("score",) else task.labels[0]
+        examples = [Sentence(text, answer) for text in SENTENCES]
+    arrays = task.encode(tokenizer, examples, head.backbone.config.max_position_embeddings)
+    logits = head({k: arrays[k] for k in ("input_ids", "token_type_ids")}).numpy()
+    logits = logits.reshape(-1, head.weights[-1].shape[0])  # [rows, outputs]
+    kernel, bias = head.weights[-2], head.weights[-1]  # the output layer's
+    assert kernel.path.endswith("kernel") and bias.path.endswith("bias")
+    scale = 2.0 / logits.std(axis=0)  # [outputs]
+    kernel.assign(kernel.numpy() * scale)
+    bias.assign(-scale * (logits.mean(axis=0) - bias.numpy()))
 
 
 def save_model(head, tokenizer, task, folder):

@@ -92,6 +92,9 @@ class ExploreSettings(Settings):
     layer: int = setting(0, "layer shown first", kind=non_negative_int)
     head: int = setting(0, "head shown first", kind=non_negative_int)
     view: str = setting("head", "view shown first", choices=("head", "model", "neuron"))
+    data: str | None = setting(None, "with a fine-tuned --model-dir: the folder holding its "
+                                     "task's files, whose examples are shown", metavar="DIR",
+                               default_help="the shipped MRPC")
     importance: str | None = setting(None, "head_importance.json (from `bert heads`) to show in the "
                                     "model view", metavar="JSON",
                               default_help="the one beside the model or pickle, if there is one")
