@@ -89,3 +89,15 @@ def test_a_task_model_without_data_is_one_line(tmp_path, monkeypatch):
     model_dir, _, _, _ = saved(SentenceTask, tmp_path, monkeypatch)
     with pytest.raises(UserError, match="Fake sentences model.*expected --data DIR"):
         explorer.collect_from_model("bert", model_dir, 2)
+
+
+def test_the_explore_command_line_reads_data(tmp_path, monkeypatch, capsys):
+    from nlp_tutorials.cli import main
+
+    model_dir, data, _, _ = saved(SentenceTask, tmp_path, monkeypatch)
+    page = tmp_path / "page.html"
+    assert main("bert", ["explore", "--model-dir", str(model_dir), "--output", str(page),
+                         "--data", str(data), "--n", "2"]) == 0
+    assert capsys.readouterr().out == f"explorer page written to {page}\n"
+    html = page.read_text(encoding="utf-8")
+    assert html.count('"answer":{"label":') == 2

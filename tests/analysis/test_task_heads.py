@@ -162,3 +162,17 @@ def test_heads_of_a_task_model_without_data_is_one_line(sentence_model, tmp_path
     assert "expected --data DIR" in message and "train.tsv, dev.tsv" in message
     with pytest.raises(UserError, match="--data .*nowhere: no such folder"):
         bertology.heads_command(model_dir, tmp_path / "pictures", data_dir=tmp_path / "nowhere")
+
+
+def test_the_heads_command_line_reads_data(sentence_model, tmp_path, capsys):
+    from nlp_tutorials.cli import main
+
+    model_dir, data = sentence_model
+    pictures = str(tmp_path / "pictures")
+    assert main("bert", ["heads", "--model-dir", str(model_dir), "--output-dir", pictures]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected --data DIR" in err
+    assert main("bert", ["heads", "--model-dir", str(model_dir), "--output-dir", pictures,
+                         "--data", str(data)]) == 0
+    assert "head importance of 6 dev sentences" in capsys.readouterr().out
+    assert json.loads((model_dir / bertology.IMPORTANCE_FILE).read_text())["dev_pairs"] == 6
