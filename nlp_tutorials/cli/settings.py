@@ -153,12 +153,14 @@ class HeadsSettings(Settings):
     data: str | None = setting(None, "folder holding the task's files (its dev file is scored; "
                                      "the data is not saved with a model)", metavar="DIR",
                                default_help="the shipped MRPC")
-    dev_size: int = setting(FinetuneConfig.dev_size, "last MRPC train pairs the importance is "
-                                                     "measured on, as finetune's dev",
+    dev_size: int = setting(FinetuneConfig.dev_size, "for a task without a dev file (the "
+                                                     "shipped MRPC): last train examples the "
+                                                     "importance is measured on, as finetune's "
+                                                     "dev",
                             kind=positive_int)
     study: bool = setting(False, "also mask 0%, 10%, ..., 90% of the heads, least important "
-                                 "first and in random orders, scoring the MRPC test split "
-                                 "each time")
+                                 "first and in random orders, scoring the task's test split "
+                                 "(its dev split without one) each time")
     random_orders: int = setting(3, "random orders the study averages as its control",
                                  kind=positive_int)
     prune: float | None = setting(None, "write a copy without this share of the heads, least "
@@ -167,7 +169,7 @@ class HeadsSettings(Settings):
     pruned_dir: str | None = setting(None, "where the pruned model goes",
                               default_help="<model-dir>_pruned<percent>")
     recover_epochs: int = setting(0, "with --prune: fine-tune the pruned model again for this "
-                                     "many passes over the MRPC train pairs at lr 2e-5",
+                                     "many passes over the task's train examples at lr 2e-5",
                                   kind=non_negative_int)
 
     def check(self, given: frozenset = frozenset()) -> None:

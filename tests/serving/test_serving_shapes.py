@@ -74,9 +74,15 @@ def test_a_choice_task_answers_probabilities_and_the_chosen_ending(tmp_path, mon
     head, tokenizer, task, version, printed = exported(ChoiceTask, tmp_path, monkeypatch)
     assert printed[-1].endswith("(signatures: predict_ids, serving_default)")
     inputs = {"context": [c for c, _ in QUESTIONS], "endings": [e for _, e in QUESTIONS]}
-    got = load_elsewhere(version, {"serving_default": inputs})["serving_default"]
     examples = [Question(c, tuple(e), 0) for c, e in QUESTIONS]
+    arrays = task.encode(tokenizer, examples, head.backbone.config.max_position_embeddings)
+    ids = {"input_ids": arrays["input_ids"].tolist(),  # [n, choices, step]
+           "token_type_ids": arrays["token_type_ids"].tolist(),
+           "attention_mask": (arrays["input_ids"] != tokenizer.pad_id).astype(int).tolist()}
+    answer = load_elsewhere(version, {"serving_default": inputs, "predict_ids": ids})
+    got = answer["serving_default"]
     probabilities = softmax(head_outputs(head, tokenizer, task, examples))  # [n, 3]
+    np.testing.assert_allclose(answer["predict_ids"]["probabilities"], probabilities, atol=1e-5)
     assert probabilities.std() > 0.01
     np.testing.assert_allclose(got["probabilities"], probabilities, atol=1e-5)
     chosen = probabilities.argmax(axis=1)
