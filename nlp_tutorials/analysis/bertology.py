@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
+from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.training.config import FinetuneConfig
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
@@ -59,36 +60,47 @@ def kept_heads(head) -> list[list[int]]:
 
 
 def one_by_one(head, arrays: dict):
-    """The encoded pairs of ``arrays`` one at a time, each trimmed to its own length: dicts of
-    ``input_ids``, ``token_type_ids`` [1, length] and ``labels`` [1]."""
-    pad = head.backbone.config.pad_token_id
-    for row, length in enumerate(np.sum(arrays["input_ids"] != pad, axis=1)):
-        example = {name: arrays[name][row:row + 1, :length]
-                   for name in ("input_ids", "token_type_ids")}
-        example["labels"] = arrays["labels"][row:row + 1]
-        yield example
+    """The encoded examples of ``arrays`` one at a time, each trimmed to its own length.
+
+    Only the arrays the head reads go (:func:`~nlp_tutorials.tasks.base.model_arrays`): the
+    inputs and each shape's answers. Those with one value per token (``input_ids``,
+    ``token_type_ids``, a tagging task's ``tag_ids`` and ``tag_weights``) are cut to the
+    example's real tokens (a multiple-choice example's longest choice); the others (``labels``,
+    ``start_positions``) keep their row. Yields dicts of [1, (choices,) length] and [1] arrays.
+    """
+    arrays = model_arrays(arrays)
+    ids = arrays["input_ids"]  # [n, max_len] or [n, choices, max_len]
+    per_token = [name for name, value in arrays.items() if value.shape == ids.shape]
+    real = np.count_nonzero(ids != head.backbone.config.pad_token_id, axis=-1)
+    for row, length in enumerate(real.reshape(len(ids), -1).max(axis=1)):
+        yield {name: value[row:row + 1, ..., :length] if name in per_token
+               else value[row:row + 1] for name, value in arrays.items()}
 
 
-def example_signature():
-    """The tf.function input signature of one :func:`one_by_one` example."""
-    signature = {name: tf.TensorSpec([1, None], tf.int32)
-                 for name in ("input_ids", "token_type_ids")}
-    signature["labels"] = tf.TensorSpec([1], tf.int32)
-    return signature
+def example_signature(arrays: dict):
+    """The tf.function input signature of one :func:`one_by_one` example of ``arrays``: the
+    token axis (the last of the per-token arrays) may have any length."""
+    arrays = model_arrays(arrays)
+    ids_shape = arrays["input_ids"].shape
+    return {name: tf.TensorSpec([1, *value.shape[1:-1], None] if value.shape == ids_shape
+                                else [1, *value.shape[1:]], tf.as_dtype(value.dtype))
+            for name, value in arrays.items()}
 
 
 def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
     """Each head's importance over ``arrays``, normalised per layer: [layers, heads] float64.
 
-    ``arrays``: encoded pairs with ``labels`` (as ``Task.encode`` makes them). Pairs go
-    one at a time, so the absolute value is taken per pair. ``head_mask`` [layers, heads]
+    ``arrays``: encoded examples with their answers, as ``Task.encode`` makes them for any
+    shape (``labels``, ``tag_ids``, or ``start_positions`` and ``end_positions``). Examples
+    go one at a time, so the absolute value is taken per example (per window, for tasks that
+    cut long inputs into windows). ``head_mask`` [layers, heads]
     (default: ones) is the point the gradient is taken at. A pruned head has importance 0.
     """
     layers, heads = head_shape(head)
     head_mask = tf.constant(np.ones([layers, heads]) if head_mask is None else head_mask,
                             tf.float32)
 
-    @tf.function(input_signature=[example_signature()])
+    @tf.function(input_signature=[example_signature(arrays)])
     def gradient(example):
         with tf.GradientTape() as tape:
             tape.watch(head_mask)
@@ -101,15 +113,22 @@ def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
 
 
 def entropy(head, arrays: dict) -> np.ndarray:
-    """Each head's attention entropy (nats), averaged over the query tokens of ``arrays``'
-    pairs and then over the pairs: [layers, heads] float64, NaN for a pruned head."""
+    """Each head's attention entropy (nats), averaged over the real query tokens of each of
+    ``arrays``' examples (all its choices' for a multiple-choice example) and then over the
+    examples: [layers, heads] float64, NaN for a pruned head."""
     layers, heads = head_shape(head)
 
-    @tf.function(input_signature=[example_signature()])
+    @tf.function(input_signature=[example_signature(arrays)])
     def entropies(example):
-        attentions = head.backbone(example)["attentions"]["encoder"]
-        return [tf.reduce_mean(-tf.reduce_sum(p * tf.math.log(p + 1e-12), -1), [0, 2])
-                for p in attentions]  # layers x [kept heads]
+        step = tf.shape(example["input_ids"])[-1]
+        inputs = {name: tf.reshape(example[name], [-1, step])  # [sequences, step]
+                  for name in ("input_ids", "token_type_ids")}
+        real = tf.cast(head.is_real(inputs["input_ids"]), tf.float32)[:, tf.newaxis]
+        attentions = head.backbone(inputs)["attentions"]["encoder"]
+        # Per layer: each query's entropy [sequences, kept heads, step], averaged over the
+        # real queries (a shorter choice's padding is left out) -> [kept heads].
+        return [tf.reduce_sum(-tf.reduce_sum(p * tf.math.log(p + 1e-12), -1) * real, [0, 2])
+                / tf.reduce_sum(real) for p in [tf.cast(a, tf.float32) for a in attentions]]
 
     total, count = np.zeros([layers, heads]), 0
     for example in one_by_one(head, arrays):
@@ -176,20 +195,21 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
 
 
 def recover(head, tokenizer, epochs: int, learning_rate: float = 2e-5, batch_size: int = 16,
-            max_len: int = 128, seed: int = 1, printer=print, task=None) -> None:
+            max_len: int | None = None, seed: int = 1, printer=print, task=None) -> None:
     """Fine-tune a pruned ``head`` again for ``epochs`` passes over all train examples of
-    ``task`` (default: MRPC's).
+    ``task`` (default: MRPC's), encoded ``max_len`` tokens long (default: the task's length;
+    never more than the model's positions).
 
     Pruning removes what the remaining heads had learnt to work with; a short second
     fine-tuning at a low rate (AdamW, 10% warm-up, linear decay) lets them adjust. The
     optimizer is dropped afterwards, as ``finetune`` drops it before saving.
     """
     task = task or get_task(FinetuneConfig.task)
-    train = task.encode(tokenizer, task.read("train"),
-                        min(max_len, head.backbone.config.max_position_embeddings))
+    max_len = min(max_len or task.max_len, head.backbone.config.max_position_embeddings)
+    train = model_arrays(task.encode(tokenizer, task.read("train"), max_len))
     keras.utils.set_random_seed(seed)
     head.compile(optimizer=make_optimizer(learning_rate,
-                                          epochs * (len(train["labels"]) // batch_size)))
+                                          epochs * (len(train["input_ids"]) // batch_size)))
     train_epochs(head, train, epochs, batch_size, np.random.default_rng(seed),
                  tf.distribute.get_strategy(), lambda epoch, metrics: printer(
                      f"recovery epoch {epoch}: train loss {metrics['loss']:.3f}"))
@@ -234,9 +254,9 @@ def plot_importance(importance_map, entropy_map, path) -> Path:
         plt.close(fig)
 
 
-def plot_study(study: dict, path, task) -> Path:
-    """The task's first test score (accuracy for MRPC) against the share of heads masked:
-    importance order and random order."""
+def plot_study(study: dict, path, task, split: str = "test") -> Path:
+    """The task's first score on ``split`` (test accuracy for MRPC) against the share of heads
+    masked: importance order and random order."""
     metric, printed = task.metrics[0]
     plt = pyplot()
     fig, axis = plt.subplots(figsize=(6, 4))
@@ -244,7 +264,7 @@ def plot_study(study: dict, path, task) -> Path:
     for key, label in (("importance_order", "least important first"),
                        ("random_order", "random order (mean)")):
         axis.plot(shares, [100 * s[metric] for s in study[key]], marker="o", label=label)
-    axis.set(xlabel="heads masked (%)", ylabel=f"{task.title} test {printed} (%)",
+    axis.set(xlabel="heads masked (%)", ylabel=f"{task.title} {split} {printed} (%)",
              title="Masking attention heads")
     axis.grid(alpha=0.3)
     axis.legend()
@@ -257,10 +277,14 @@ def plot_study(study: dict, path, task) -> Path:
 
 def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
                   study: bool = False, prune=None, pruned_dir=None, random_orders: int = 3,
-                  recover_epochs: int = 0, printer=print) -> dict:
-    """``bert heads``: importance and entropy on the dev pairs, then the study and pruning.
+                  recover_epochs: int = 0, printer=print, data_dir=None) -> dict:
+    """``bert heads``: importance and entropy on the task's dev examples, then the study and
+    pruning.
 
-    Before any work, the folders it writes are checked and held
+    The dev examples are the task's dev file, read from ``data_dir`` (``--data``; a task other
+    than the shipped MRPC needs it, its folder is not saved with the model); a task with no
+    dev file (MRPC's shipped copy) holds out its last ``dev_size`` train examples, as
+    ``finetune`` did. Before any work, the folders it writes are checked and held
     (:func:`~nlp_tutorials.system.outputs.writing`): ``output_dir`` and ``pruned_dir`` (default
     ``<model_dir>_pruned<percent>``) may be neither ``model_dir`` nor inside it, and
     ``model_dir`` (which gets ``head_importance.json``) and ``pruned_dir`` are locked.
@@ -272,44 +296,64 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
         pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
         outputs.append(Output("--pruned-dir", pruned_dir, folder=True, lock=True,
                               results=(MODEL_FILE,)))
-    with writing(outputs, {"--model-dir": model_dir}):
+    with writing(outputs, {"--model-dir": model_dir, "--data": data_dir}):
         return score_heads(model_dir, output_dir, dev_size, study, prune, pruned_dir,
-                           random_orders, recover_epochs, printer)
+                           random_orders, recover_epochs, printer, data_dir)
+
+
+def task_with_data(task, model_dir, data_dir, dev_size: int):
+    """The model's task reading its files from ``data_dir`` (or its shipped default), with
+    ``dev_size`` held out of train when it has no dev file; a UserError when it has no data."""
+    if data_dir is not None:
+        if not Path(data_dir).is_dir():
+            raise UserError(f"--data {data_dir}: no such folder; expected the folder holding "
+                            f"the {task.title} files")
+        task.data_dir = data_dir
+    elif task.default_data_dir is None and not task.paths:
+        names = ", ".join(name for split in ("train", "dev")
+                          for name in task.file_names.get(split, ())[:1])
+        raise UserError(f"{model_dir}: a {task.title} model, whose data is not saved with it; "
+                        f"expected --data DIR, the folder holding its files ({names})")
+    task.dev_size = dev_size  # used only when the task has no dev file
+    return task
+
+
+def example_noun(task, examples) -> str:
+    """What ``examples`` are called in a report: sentence pairs, sentences or examples."""
+    if task.shape != "sequence":
+        return "examples"
+    return "pairs" if len(task.texts(examples[:1])) == 2 else "sentences"
 
 
 def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned_dir,
-                random_orders: int, recover_epochs: int, printer=print) -> dict:
+                random_orders: int, recover_epochs: int, printer=print, data_dir=None) -> dict:
     """The work of :func:`heads_command`, its folders checked."""
     head, tokenizer, task = load_finetuned(model_dir)
-    task.dev_size = dev_size  # the dev pairs: the last dev_size of the train file's
-    max_len = head.backbone.config.max_position_embeddings
+    task = task_with_data(task, model_dir, data_dir, dev_size)
+    max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
     dev = task.examples("dev")
     if not dev:
         raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")
-    dev_pairs = task.encode(tokenizer, dev, max_len)
-    importance_map, entropy_map = importance(head, dev_pairs), entropy(head, dev_pairs)
+    dev_arrays = task.encode(tokenizer, dev, max_len)
+    importance_map, entropy_map = importance(head, dev_arrays), entropy(head, dev_arrays)
     path = Path(model_dir) / IMPORTANCE_FILE
     write_text_atomic(path, json.dumps({
         "importance": importance_map.tolist(), "entropy": np.where(
             np.isnan(entropy_map), None, entropy_map).tolist(), "dev_pairs": len(dev),
         "kept_heads": kept_heads(head)}, indent=1) + "\n")
     picture = plot_importance(importance_map, entropy_map, Path(output_dir) / "head_importance.png")
-    printer(f"head importance of {len(dev)} dev pairs written to {path}; picture {picture}")
+    printer(f"head importance of {len(dev)} dev {example_noun(task, dev)} written to {path}; "
+            f"picture {picture}")
     result = {"importance": importance_map, "entropy": entropy_map}
     if study:
-        test_examples = task.examples("test")
-        test = task.encode(tokenizer, test_examples, max_len)
-        result["study"] = masking_study(head, task, test_examples, test, importance_map,
-                                        random_orders, printer=printer)
-        write_text_atomic(Path(model_dir) / STUDY_FILE,
-                          json.dumps(result["study"], indent=1) + "\n")
-        picture = plot_study(result["study"], Path(output_dir) / "head_masking_study.png", task)
-        printer(f"study written to {Path(model_dir) / STUDY_FILE}; picture {picture}")
+        result["study"] = study_split(head, tokenizer, task, max_len, importance_map,
+                                      random_orders, model_dir, output_dir, printer)
     if prune is not None:
-        spec = iterative_heads_to_prune(head, dev_pairs, prune)
+        spec = iterative_heads_to_prune(head, dev_arrays, prune)
         pruned = pruned_head_model(head, spec)
         if recover_epochs:
-            recover(pruned, tokenizer, recover_epochs, printer=printer, task=task)
+            recover(pruned, tokenizer, recover_epochs, max_len=max_len, printer=printer,
+                    task=task)
         save_head(pruned, pruned_dir)
         tokenizer.save(pruned_dir)
         save_task(pruned_dir, task)
@@ -317,3 +361,22 @@ def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned
                 f"{pruned_dir}")
         result["pruned"] = spec
     return result
+
+
+def study_split(head, tokenizer, task, max_len: int, importance_map, random_orders: int,
+                model_dir, output_dir, printer=print) -> dict:
+    """``--study``: the masking study on the task's test split, or on dev when the task has no
+    test file (GLUE's test labels are not public); written beside the model and drawn, both
+    naming the split."""
+    split = "test" if task.examples("test") else "dev"
+    examples = task.examples(split)
+    if split == "dev":
+        printer(f"{task.title} has no test file: the study scores the dev split")
+    arrays = task.encode(tokenizer, examples, max_len)
+    study = masking_study(head, task, examples, arrays, importance_map, random_orders,
+                          printer=printer)
+    study["split"] = split
+    write_text_atomic(Path(model_dir) / STUDY_FILE, json.dumps(study, indent=1) + "\n")
+    picture = plot_study(study, Path(output_dir) / "head_masking_study.png", task, split)
+    printer(f"study written to {Path(model_dir) / STUDY_FILE}; picture {picture}")
+    return study

@@ -103,10 +103,11 @@ def explore(settings) -> None:
     # The page's path is checked by the explorer, which words its own refusal.
     page = Output("--output", settings.output, checked=False)
     with writing([page], {"--input": settings.input, "--model-dir": model_dir,
-                          "--importance": settings.importance}):
+                          "--importance": settings.importance, "--data": settings.data}):
         path = write_page(settings.model_type, settings.output, model_dir,
                           settings.input or None, settings.n, settings.example, settings.layer,
-                          settings.head, settings.view, settings.importance)
+                          settings.head, settings.view, settings.importance,
+                          data_dir=settings.data)
     print(f"explorer page written to {path}")
 
 
@@ -188,7 +189,7 @@ def heads(settings) -> None:
 
     heads_command(settings.model_dir, settings.output_dir, settings.dev_size, settings.study,
                   settings.prune, settings.pruned_dir, settings.random_orders,
-                  settings.recover_epochs)
+                  settings.recover_epochs, data_dir=settings.data)
 
 
 def export_model(settings) -> None:

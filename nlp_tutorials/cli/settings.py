@@ -94,6 +94,9 @@ class ExploreSettings(Settings):
     layer: int = setting(0, "layer shown first", kind=non_negative_int)
     head: int = setting(0, "head shown first", kind=non_negative_int)
     view: str = setting("head", "view shown first", choices=("head", "model", "neuron"))
+    data: str | None = setting(None, "with a fine-tuned --model-dir: the folder holding its "
+                                     "task's files, whose examples are shown", metavar="DIR",
+                               default_help="the shipped MRPC")
     importance: str | None = setting(None, "head_importance.json (from `bert heads`) to show in the "
                                     "model view", metavar="JSON",
                               default_help="the one beside the model or pickle, if there is one")
@@ -170,12 +173,17 @@ class HeadsSettings(Settings):
                                                         "head_importance.json is written "
                                                         "beside it")
     output_dir: str = setting("visual/results", "pictures")
-    dev_size: int = setting(FinetuneConfig.dev_size, "last MRPC train pairs the importance is "
-                                                     "measured on, as finetune's dev",
+    data: str | None = setting(None, "folder holding the task's files (its dev file is scored; "
+                                     "the data is not saved with a model)", metavar="DIR",
+                               default_help="the shipped MRPC")
+    dev_size: int = setting(FinetuneConfig.dev_size, "for a task without a dev file (the "
+                                                     "shipped MRPC): last train examples the "
+                                                     "importance is measured on, as finetune's "
+                                                     "dev",
                             kind=positive_int)
     study: bool = setting(False, "also mask 0%, 10%, ..., 90% of the heads, least important "
-                                 "first and in random orders, scoring the MRPC test split "
-                                 "each time")
+                                 "first and in random orders, scoring the task's test split "
+                                 "(its dev split without one) each time")
     random_orders: int = setting(3, "random orders the study averages as its control",
                                  kind=positive_int)
     prune: float | None = setting(None, "write a copy without this share of the heads, least "
@@ -184,7 +192,7 @@ class HeadsSettings(Settings):
     pruned_dir: str | None = setting(None, "where the pruned model goes",
                               default_help="<model-dir>_pruned<percent>")
     recover_epochs: int = setting(0, "with --prune: fine-tune the pruned model again for this "
-                                     "many passes over the MRPC train pairs at lr 2e-5",
+                                     "many passes over the task's train examples at lr 2e-5",
                                   kind=non_negative_int)
 
     def check(self, given: frozenset = frozenset()) -> None:

@@ -1,16 +1,25 @@
-"""Serve a fine-tuned BERT classifier: a SavedModel that answers raw sentence pairs.
+"""Serve a fine-tuned BERT: a SavedModel that answers raw text, for the sequence and the
+multiple-choice tasks.
 
 ``python -m nlp_tutorials.bert export-model --model-dir DIR --output OUT`` writes
-``OUT/<version>/`` (TensorFlow Serving's layout) with three signatures:
+``OUT/<version>/`` (TensorFlow Serving's layout). A sequence task's model has three signatures:
 
-- ``serving_default``: ``sentence1``, ``sentence2`` (string [batch]) -> ``probability``
-  (float32 [batch]: with two labels the second's, P(paraphrase) for MRPC; with more, the
-  predicted label's) and ``label`` (int32 [batch], the arg-max). The sentences are tokenized
+- ``serving_default``: the task's texts (string [batch] each): ``sentence1``, ``sentence2``
+  for a sentence pair (MRPC), ``sentence`` for a task of single sentences (see
+  ``Task.text_inputs``) -> ``probability`` (float32 [batch]: with two labels the second's,
+  P(paraphrase) for MRPC; with more, the predicted label's) and ``label`` (int32 [batch], the
+  arg-max), with ``label_name`` (string [batch]) when the labels have names of their own; a
+  regression (STS-B) answers ``score`` (float32 [batch]) instead. The sentences are tokenized
   inside the graph (:class:`GraphWordPiece`), laid out and truncated as ``predict`` does.
 - ``predict_ids``: ``input_ids``, ``token_type_ids``, ``attention_mask`` (int32
   [batch, step]) -> the same outputs. Plain TensorFlow ops only: any TensorFlow runtime serves it.
 - ``encode``: ``sentence`` (string [batch]) -> ``embedding`` (float32 [batch, hidden]): the
   vector the classifier reads (pooled ``[CLS]`` or the mean of the token vectors).
+
+A multiple-choice model (SWAG, CommonsenseQA) has ``serving_default``: ``context`` (string
+[batch]) and ``endings`` (string [batch, choices]) -> ``probabilities`` (float32 [batch,
+choices]), ``choice`` (int32 [batch]) and ``ending`` (string [batch], the chosen one's text);
+and ``predict_ids`` on ids [batch, choices, step]. Token tagging and span models are refused.
 
 The string signatures need tensorflow-text's ops (``FastWordpieceTokenizer``, ``RegexSplit``,
 ``NormalizeUTF8``) wherever the model is loaded: ``import tensorflow_text`` before
@@ -148,49 +157,68 @@ def _strings_spec(name: str):
     return tf.TensorSpec([None], tf.string, name=name)
 
 
-class PairClassifierModule(tf.Module):
-    """What the SavedModel holds: the fine-tuned head, the graph tokenizer and the signatures.
+class SequenceModule(tf.Module):
+    """What the SavedModel of a sequence task holds: the fine-tuned head, the graph tokenizer
+    and the signatures.
 
     Inputs are laid out and truncated as ``predict`` lays them out (``Tokenizer.pack`` with
-    ``max_len`` the model's positions), so the answers are ``predict``'s.
+    ``max_len`` the model's positions), so the answers are ``predict``'s. The raw texts are
+    the task's :meth:`~nlp_tutorials.tasks.base.Task.text_inputs`: a sentence pair
+    (``sentence1``, ``sentence2``) or one ``sentence``.
     """
 
-    def __init__(self, head, tokenizer, strings: bool = True):
+    def __init__(self, head, tokenizer, task, strings: bool = True):
         """``strings``: tokenize in the graph (a WordPiece ``tokenizer`` only)."""
         super().__init__()
         self.head = head
+        self.text_inputs = task.text_inputs()
         self.max_len = head.backbone.config.max_position_embeddings
         self.model_pad_id = head.backbone.config.pad_token_id
         self.special_ids = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id,
                             "pad_id": tokenizer.pad_id}
         self.tokenizer = (GraphWordPiece(tokenizer)
                           if strings and isinstance(tokenizer, WordPieceTokenizer) else None)
+        # Label names that say more than their index ("positive", not "1") are answered too.
+        named = tuple(task.labels) != tuple(str(i) for i in range(len(task.labels)))
+        self.label_names = (tf.constant(task.labels)
+                            if named and task.shape == "sequence" and task.num_labels > 1
+                            else None)
 
-    def classify(self, input_ids, token_type_ids):
-        """The label int32 [batch] (the arg-max) and a probability float32 [batch]: with two
-        labels the second label's (P(paraphrase) for MRPC), as ``predict`` prints it; with
-        more, the predicted label's."""
-        logits = self.head({"input_ids": input_ids, "token_type_ids": token_type_ids},
-                           training=False)  # [batch, labels]
-        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))  # [batch, labels]
+    def answer(self, logits) -> dict:
+        """The outputs for logits [batch, labels]: a regression's ``score`` float32 [batch]
+        (its one output); else the ``label`` int32 [batch] (the arg-max) and a ``probability``
+        float32 [batch], with two labels the second label's (P(paraphrase) for MRPC), as
+        ``predict`` prints it, with more the predicted label's; and ``label_name`` string
+        [batch] when the names are not just the labels' numbers."""
+        logits = tf.cast(logits, tf.float32)
+        if self.head.num_labels == 1:
+            return {"score": logits[:, 0]}
+        probabilities = tf.nn.softmax(logits)  # [batch, labels]
         label = tf.argmax(probabilities, axis=-1, output_type=tf.int32)  # [batch]
         if self.head.num_labels == 2:
             probability = probabilities[:, 1]
         else:
             probability = tf.gather(probabilities, label, axis=1, batch_dims=1)
-        return {"probability": probability, "label": label}
+        outputs = {"probability": probability, "label": label}
+        if self.label_names is not None:
+            outputs["label_name"] = tf.gather(self.label_names, label)
+        return outputs
+
+    def classify(self, input_ids, token_type_ids):
+        """Encoded inputs, int32 [batch, step] each -> :meth:`answer`."""
+        return self.answer(self.head({"input_ids": input_ids, "token_type_ids": token_type_ids},
+                                     training=False))
 
     def predict_ids(self, input_ids, token_type_ids, attention_mask):
-        """Encoded pairs, int32 [batch, step] each -> the label and a probability (see
-        :meth:`classify`)."""
+        """Encoded inputs, int32 [batch, step] each -> the answer (see :meth:`answer`)."""
         # The model reads padding from the [PAD] id: where the mask says padding, it is made so.
         input_ids = tf.where(attention_mask > 0, input_ids, self.model_pad_id)
         return self.classify(input_ids, token_type_ids)
 
-    def serving_default(self, sentence1, sentence2):
-        """Raw sentence pairs, string [batch] each -> the label and a probability."""
-        ids, types = pack([self.tokenizer.ids(sentence1), self.tokenizer.ids(sentence2)],
-                             self.max_len, **self.special_ids)
+    def serving_default(self, *texts):
+        """Raw texts (a pair, or one sentence), string [batch] each -> the answer."""
+        ids, types = pack([self.tokenizer.ids(t) for t in texts], self.max_len,
+                          **self.special_ids)
         return self.classify(ids, types)
 
     def encode(self, sentence):
@@ -206,10 +234,55 @@ class PairClassifierModule(tf.Module):
             _ids_spec("input_ids"), _ids_spec("token_type_ids"), _ids_spec("attention_mask")])}
         if self.tokenizer is not None:
             functions["serving_default"] = tf.function(self.serving_default, input_signature=[
-                _strings_spec("sentence1"), _strings_spec("sentence2")])
+                _strings_spec(name) for name in self.text_inputs])
             functions["encode"] = tf.function(self.encode,
                                               input_signature=[_strings_spec("sentence")])
         return {name: function.get_concrete_function() for name, function in functions.items()}
+
+
+class ChoiceModule(SequenceModule):
+    """The SavedModel of a multiple-choice task: a context and its endings in, one probability
+    per ending and the chosen one out.
+
+    Each (context, ending) pair is laid out ``[CLS] context [SEP] ending [SEP]`` and truncated
+    longest-first, as BERT's multiple-choice models (and ``predict``) encode them; the head
+    scores every pair and the scores of one context compete in a softmax.
+    """
+
+    def answer(self, logits) -> dict:
+        """Logits [batch, choices] -> ``probabilities`` float32 [batch, choices] and
+        ``choice`` int32 [batch], the index of the most probable ending."""
+        probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
+        return {"probabilities": probabilities,
+                "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+    def serving_default(self, context, endings):
+        """``context`` string [batch] and ``endings`` string [batch, choices] -> the answer, and
+        ``ending`` string [batch], the chosen ending's text."""
+        choices = tf.shape(endings)[1]
+        rows = tf.repeat(tf.range(tf.shape(context)[0]), choices)  # [batch * choices]
+        contexts = tf.gather(self.tokenizer.ids(context), rows)  # [batch * choices, (tokens)]
+        ids, types = pack([contexts, self.tokenizer.ids(tf.reshape(endings, [-1]))],
+                          self.max_len, **self.special_ids)  # [batch * choices, step]
+        shape = tf.stack([-1, choices, tf.shape(ids)[1]])
+        outputs = self.classify(tf.reshape(ids, shape), tf.reshape(types, shape))
+        outputs["ending"] = tf.gather(endings, outputs["choice"], axis=1, batch_dims=1)
+        return outputs
+
+    def signatures(self) -> dict:
+        """``predict_ids`` (ids [batch, choices, step]) and, with a graph tokenizer,
+        ``serving_default``."""
+        ids = [tf.TensorSpec([None, None, None], tf.int32, name=name)
+               for name in ("input_ids", "token_type_ids", "attention_mask")]
+        functions = {"predict_ids": tf.function(self.predict_ids, input_signature=ids)}
+        if self.tokenizer is not None:
+            functions["serving_default"] = tf.function(self.serving_default, input_signature=[
+                _strings_spec("context"), tf.TensorSpec([None, None], tf.string, name="endings")])
+        return {name: function.get_concrete_function() for name, function in functions.items()}
+
+
+# The module serving each shape; the others are refused (see export_model).
+SERVING_MODULES = {"sequence": SequenceModule, "choice": ChoiceModule}
 
 
 WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its number rule needs "
@@ -233,13 +306,11 @@ def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
     target = Path(output) / str(version)
     refuse_existing(target, overwrite, "--output")
     head, tokenizer, task = load_finetuned(model_dir)
-    if task.shape != "sequence":
+    if task.shape not in SERVING_MODULES:
         raise UserError(f"{model_dir}: a {task.shape} task's model ({task.title}); export-model "
-                        f"serves sequence classifiers only")
-    if head.num_labels < 2:
-        raise UserError(f"{model_dir}: a regression head (one output); export-model serves "
-                        f"classifiers of 2 or more labels")
-    module = PairClassifierModule(head, tokenizer, strings=not ids_only)
+                        f"serves sequence classifiers and multiple choice only, not {task.shape} "
+                        f"tasks")
+    module = SERVING_MODULES[task.shape](head, tokenizer, task, strings=not ids_only)
     signatures = module.signatures()
     save_folder_atomic(target, lambda tmp: tf.saved_model.save(module, str(tmp),
                                                                signatures=signatures))

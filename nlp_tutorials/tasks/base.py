@@ -324,3 +324,37 @@ class Task:
         for index, (example, prediction) in enumerate(zip(examples, predictions)):
             lines.append(f"{getattr(example, 'id', index)}\t{self.labels[prediction.label]}")
         return ".tsv", "\n".join(lines) + "\n"
+
+    # What the tools show and serve.
+
+    def text_inputs(self) -> tuple[str, ...]:
+        """The raw texts one example is made of, named, in encoding order: the string inputs of
+        the model ``export-model`` writes (:mod:`nlp_tutorials.serving.savedmodel`).
+
+        By shape: sequence ``("sentence1", "sentence2")``, a sentence pair as MRPC's (a task
+        of single sentences returns ``("sentence",)``); choice ``("context", "endings")``,
+        each ending read after the context; token ``("sentence",)``; span ``("question",
+        "context")``.
+        """
+        return {"sequence": ("sentence1", "sentence2"), "choice": ("context", "endings"),
+                "token": ("sentence",), "span": ("question", "context")}[self.shape]
+
+    def shown_answer(self, example, prediction) -> dict:
+        """The model's answer to ``example``, as the attention explorer writes it beside the
+        example (JSON values).
+
+        Sequence and choice (a :class:`ClassPrediction`): ``{"label": name, "probability":
+        p}``, the predicted label's name (the chosen ending's number from 1, for choice) and
+        its probability; a regression's prediction is its score (a number): ``{"score": s}``.
+        Token and span tasks override it: ``{"tags": [tag or "" per token of the example's
+        first encoded row]}`` (a word's tag under its first piece), or ``{"answer": text,
+        "tokens": [first, last]}`` (the answer's pieces in that row, to be marked).
+        """
+        if self.shape not in ("sequence", "choice"):
+            raise NotImplementedError(f"a {self.shape} task defines its own shown_answer()")
+        if not isinstance(prediction, ClassPrediction):
+            return {"score": float(prediction)}
+        name = (self.labels[prediction.label] if self.shape == "sequence"
+                else f"ending {prediction.label + 1}")
+        return {"label": name,
+                "probability": round(float(prediction.probabilities[prediction.label]), 4)}

@@ -227,7 +227,8 @@ def test_export_model_refuses_another_shape_in_one_line(tmp_path, monkeypatch):
     tokenizer.save(tmp_path)
     save_task(tmp_path, task)
     with pytest.raises(UserError, match="a token task's model \\(TOY\\); export-model serves "
-                                        "sequence classifiers only"):
+                                        "sequence classifiers and multiple choice only, not "
+                                        "token tasks"):
         export_model(tmp_path, tmp_path / "served")
 
 

@@ -91,12 +91,15 @@ def example_blob(data, case) -> dict:
     [layers, heads, q_len, k_len]; then, when the data has vectors, every layer's queries, int8
     [layers, heads, q_len, size], and every layer's keys, int8 [layers, heads, k_len, size].
     The float scales of the vectors go beside them as ``query_scales``/``key_scales``
-    [layers][heads].
+    [layers][heads]. A fine-tuned model's answer to the example (``data["answers"]``, see
+    :meth:`~nlp_tutorials.tasks.base.Task.shown_answer`) goes as ``answer``.
     """
     keep = {axis: unpadded_positions(data[axis][case]) for axis in ("src", "tgt") if axis in data}
     example = {axis: [data[axis][case][i] for i in kept] for axis, kept in keep.items()}
     if "segments" in data:
         example["segments"] = [data["segments"][case][i] for i in keep["src"]]
+    if data.get("answers") is not None:  # a task model's answer (Task.shown_answer)
+        example["answer"] = data["answers"][case]
     example["entries"] = {}
     for entry, layers in data["attentions"].items():
         rows, cols = (keep[axis] for axis in AXES[entry])
@@ -205,21 +208,26 @@ def write_explorer(path, data, importance=None, initial=None, title="") -> Path:
     return path
 
 
-def collect_from_model(model_name: str, model_dir, n: int) -> dict:
+def collect_from_model(model_name: str, model_dir, n: int, data_dir=None) -> dict:
     """Run the model in ``model_dir`` on ``n`` examples; the contents of an attention pickle.
 
     ``transformer``: the date model ``transformer train`` saves, on held-out dates. ``bert`` /
-    ``gpt``: a pre-trained model folder (checkpoints, from ``train``) or a fine-tuned one
-    (``model.keras``, from ``bert finetune``: its BERT backbone), on MRPC test pairs. Loads
-    TensorFlow.
+    ``gpt``: a pre-trained model folder (checkpoints, from ``train``), on MRPC test pairs, or
+    a fine-tuned one (``model.keras``, from ``bert finetune``: its BERT backbone) on its
+    task's examples (see :func:`collect_task_attention`), with its answers (``answers``).
+    Loads TensorFlow.
     """
     from nlp_tutorials.analysis.visual import attention_data
 
-    return attention_data(**run_model(model_name, model_dir, n), where=model_dir)
+    found = run_model(model_name, model_dir, n, data_dir)
+    answers = found.pop("answers", None)
+    data = attention_data(**found, where=model_dir)
+    return {**data, "answers": answers} if answers is not None else data
 
 
-def run_model(model_name: str, model_dir, n: int) -> dict:
-    """:func:`collect_from_model`'s numbers, as keyword arguments of ``attention_data``."""
+def run_model(model_name: str, model_dir, n: int, data_dir=None) -> dict:
+    """:func:`collect_from_model`'s numbers, as keyword arguments of ``attention_data`` (and
+    a fine-tuned model's ``answers``)."""
     from nlp_tutorials.system.startup import start_tensorflow
 
     start_tensorflow()
@@ -234,17 +242,75 @@ def run_model(model_name: str, model_dir, n: int) -> dict:
     if (Path(model_dir) / MODEL_FILE).is_file():
         from nlp_tutorials.training.finetuning import load_finetuned
 
-        classifier, tokenizer, _ = load_finetuned(model_dir)
-        return collect_attention(classifier.backbone, tokenizer, n)
+        return collect_task_attention(*load_finetuned(model_dir), n, model_dir, data_dir)
     from nlp_tutorials.training.checkpoints import restore_model
 
     model, tokenizer = restore_model(model_dir, model_name)
     return collect_attention(model, tokenizer, n)
 
 
+def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=None) -> dict:
+    """A fine-tuned model's attention on the first ``n`` examples of its task, and its answer
+    to each: the keyword arguments of ``attention_data`` with ``answers`` (one JSON value per
+    example, :meth:`~nlp_tutorials.tasks.base.Task.shown_answer`; None for a shape that shows
+    none yet).
+
+    The examples are the task's test split, or its dev split when it has no test file, read
+    from ``data_dir`` (a task other than the shipped MRPC needs it). They are encoded as
+    ``predict`` encodes, to the model's positions; the page shows one row per example: the
+    chosen ending's for a multiple-choice example, the first window's for a long one.
+    """
+    from nlp_tutorials.analysis.bertology import task_with_data
+    from nlp_tutorials.analysis.visual import as_numpy
+    from nlp_tutorials.training.finetuning import head_outputs
+
+    task = task_with_data(task, model_dir, data_dir, task.dev_size)
+    examples = (task.examples("test") or task.examples("dev"))[:n]
+    if not examples:
+        raise UserError(f"{model_dir}: {task.title} has no test or dev examples to show; "
+                        f"expected a test or dev file in --data")
+    arrays = task.encode(tokenizer, examples, head.backbone.config.max_position_embeddings)
+    predictions = task.predictions(head_outputs(head, arrays), arrays, examples)
+    ids, segments = shown_rows(task, arrays, predictions)  # [n, max_len] each
+    pad = head.backbone.config.pad_token_id
+    # Columns of padding alone carry no attention worth drawing.
+    longest = max(int(np.max(np.sum(ids != pad, axis=1))), 1)
+    ids, segments = ids[:, :longest], segments[:, :longest]
+    found = head.backbone.attention_vectors({"input_ids": ids, "token_type_ids": segments})
+    return {"model_name": head.backbone.config.model_type,
+            "src_tokens": [tokenizer.convert_ids_to_tokens(row) for row in ids],
+            "segments": segments.tolist(), **as_numpy(found),
+            "answers": [shown_answer(task, e, p) for e, p in zip(examples, predictions)]}
+
+
+def shown_rows(task, arrays: dict, predictions) -> tuple:
+    """The encoded row shown for each example: (input_ids, token_type_ids) [n, max_len].
+
+    A multiple-choice example's row of the chosen ending; for tasks that cut long inputs into
+    windows (``window_example`` [rows]: each row's example) an example's first window."""
+    ids, segments = arrays["input_ids"], arrays["token_type_ids"]
+    if task.shape == "choice":
+        chosen = np.array([p.label for p in predictions])
+        rows = np.arange(len(ids))
+        return ids[rows, chosen], segments[rows, chosen]
+    if "window_example" in arrays:
+        _, first = np.unique(arrays["window_example"], return_index=True)
+        return ids[first], segments[first]
+    return ids, segments
+
+
+def shown_answer(task, example, prediction):
+    """The task's answer to show beside ``example``, or None where its shape shows none yet."""
+    try:
+        return task.shown_answer(example, prediction)
+    except NotImplementedError:
+        return None
+
+
 def first_examples(data: dict, n: int) -> dict:
     """``data`` (an attention pickle's contents) cut to its first ``n`` examples."""
-    cut = {key: data[key][:n] for key in ("src", "tgt", "segments") if key in data}
+    cut = {key: data[key][:n] for key in ("src", "tgt", "segments", "answers")
+           if data.get(key) is not None}
     for kind in ("attentions", "queries", "keys"):
         if kind in data:
             cut[kind] = {entry: [layer[:n] for layer in layers]
@@ -253,11 +319,12 @@ def first_examples(data: dict, n: int) -> dict:
 
 
 def explore(model_name: str, output, model_dir=None, pickle_path=None, n=None, example=0,
-            layer=0, head=0, view="head", importance_path=None) -> Path:
+            layer=0, head=0, view="head", importance_path=None, data_dir=None) -> Path:
     """``explore``: collect (or read) the attention, check the start view, write the page.
 
     From ``pickle_path`` (an export) all its examples, or the first ``n``; else from
-    ``model_dir``, ``n`` examples (default 8). The head importance comes from
+    ``model_dir``, ``n`` examples (default 8): a fine-tuned model's from its task's files
+    in ``data_dir`` (``--data``; default: the shipped MRPC), its answer beside each. The head importance comes from
     ``importance_path``, else from a head_importance.json beside the model or pickle.
     """
     if pickle_path is not None:
@@ -271,7 +338,7 @@ def explore(model_name: str, output, model_dir=None, pickle_path=None, n=None, e
         data = first_examples(data, n or len(data["src"]))
         folder, source = Path(pickle_path).parent, pickle_path
     else:
-        data = collect_from_model(model_name, model_dir, n or DEFAULT_EXAMPLES)
+        data = collect_from_model(model_name, model_dir, n or DEFAULT_EXAMPLES, data_dir)
         folder, source = model_dir, model_dir
     initial = check_initial(data, example, layer, head, view)
     if importance_path is not None:

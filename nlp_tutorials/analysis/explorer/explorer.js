@@ -102,6 +102,9 @@ function tokensOf(entry, side) {
 /** Segment colour of a token, for GPT/BERT pairs (first or second sentence). */
 function tokenColour(entry, side, index) {
   const example = DATA.examples[state.example];
+  const span = example.answer?.tokens;  // a span task's answer: its first and last token
+  if (span && DATA.axes[entry][side === "query" ? 0 : 1] === "src" && index >= span[0]
+      && index <= span[1]) return ANSWER_COLOUR;
   if (!example.segments || DATA.axes[entry][side === "query" ? 0 : 1] !== "src") return "#222";
   return SEGMENT_COLOURS[Math.min(example.segments[index], 1)];
 }
@@ -470,6 +473,27 @@ async function draw() {
   syncControls();
 }
 
+const ANSWER_COLOUR = "#1a7f37";  // the tokens of a span task's answer
+
+/**
+ * A fine-tuned model's answer to the example, as Task.shown_answer gives it: a label and its
+ * probability, a score, tags under the tokens ("token/TAG"), or an answer text; "" if none.
+ */
+function answerText(example) {
+  const answer = example.answer;
+  if (!answer) return "";
+  if (answer.score !== undefined) return `Model's score: ${answer.score.toFixed(3)}`;
+  if (answer.label !== undefined) {
+    return `Model's answer: ${answer.label} (probability ${answer.probability.toFixed(3)})`;
+  }
+  if (answer.tags) {
+    const tagged = example.src.map((token, i) => (answer.tags[i] ? `${token}/${answer.tags[i]}`
+                                                                 : null));
+    return `Model's tags: ${tagged.filter(Boolean).join(" ")}`;
+  }
+  return answer.answer !== undefined ? `Model's answer: “${answer.answer}”` : "";
+}
+
 function syncControls() {
   for (const button of document.querySelectorAll(".tabs button")) {
     button.setAttribute("aria-selected", String(button.dataset.view === state.view));
@@ -483,6 +507,9 @@ function syncControls() {
   document.getElementById("query-label").hidden = state.view !== "neuron";
   document.getElementById("query").value = String(state.query);
   document.getElementById("help").textContent = HELP[state.view];
+  const answer = document.getElementById("answer");
+  answer.textContent = answerText(DATA.examples[state.example]);
+  answer.hidden = !answer.textContent;
 }
 
 function fillSelect(select, labels) {

@@ -1,0 +1,124 @@
+"""export-model for every task shape it serves: a sentence task with three named labels, a
+regression and a multiple-choice task, each exported and called in a fresh Python, against
+the head's own outputs on the task's encoding; token and span models are refused in one line."""
+import numpy as np
+import pytest
+
+from fake_tasks import (ChoiceTask, Question, ScoreTask, Sentence, SentenceTask, save_model,
+                        tiny_wordpiece_head)
+from fresh_process import load_elsewhere
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks import TASKS
+from nlp_tutorials.tasks.base import softmax
+from nlp_tutorials.tasks.mrpc import MrpcTask
+
+tf = pytest.importorskip("tensorflow")
+pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text: "
+                                              "pip install tensorflow-text")
+
+SENTENCES = ["a fine , warm story", "the film was dull and long", "", "unseen zebras",
+             "the best film of the year , and a warm evening at the film"]
+QUESTIONS = [("the man opened the door", ["and walked in", "then slept", "of the river"]),
+             ("the dog ran", ["into the park", "after the ball", ""]),
+             ("she picked up the phone and called", ["home", "the man", "a blue number"])]
+
+
+def exported(task_class, tmp_path, monkeypatch):
+    """(head, tokenizer, task, SavedModel folder) of a tiny model of ``task_class``."""
+    from nlp_tutorials.serving.savedmodel import export_model
+
+    monkeypatch.setitem(TASKS, task_class.name, task_class)
+    task = task_class()
+    head, tokenizer = tiny_wordpiece_head(task)
+    model_dir = save_model(head, tokenizer, task, tmp_path / "model")
+    printed = []
+    version = export_model(model_dir, tmp_path / "served", printer=printed.append)
+    return head, tokenizer, task, version, printed
+
+
+def head_outputs(head, tokenizer, task, examples):
+    """The head's logits on the task's own encoding (the positions' length), numpy."""
+    from nlp_tutorials.training.finetuning import head_outputs as outputs
+
+    max_len = head.backbone.config.max_position_embeddings
+    return outputs(head, task.encode(tokenizer, examples, max_len))
+
+
+@pytest.mark.slow
+def test_a_sentence_task_with_three_named_labels(tmp_path, monkeypatch):
+    head, tokenizer, task, version, printed = exported(SentenceTask, tmp_path, monkeypatch)
+    assert printed[-1].endswith("(signatures: encode, predict_ids, serving_default)")
+    answer = load_elsewhere(version, {"serving_default": {"sentence": SENTENCES}})
+    got = answer["serving_default"]
+    examples = [Sentence(text, "low") for text in SENTENCES]
+    probabilities = softmax(head_outputs(head, tokenizer, task, examples))  # [n, 3]
+    want = probabilities.argmax(axis=1)
+    assert probabilities.std(axis=0).max() > 0.01  # answers differ: a wrong layout shows
+    assert got["label"] == want.tolist()
+    assert got["label_name"] == [task.labels[i] for i in want]
+    np.testing.assert_allclose(got["probability"], probabilities.max(axis=1), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_regression_answers_its_score(tmp_path, monkeypatch):
+    head, tokenizer, task, version, _ = exported(ScoreTask, tmp_path, monkeypatch)
+    got = load_elsewhere(version, {"serving_default": {"sentence": SENTENCES}})
+    examples = [Sentence(text, "0") for text in SENTENCES]
+    scores = head_outputs(head, tokenizer, task, examples)[:, 0]
+    assert set(got["serving_default"]) == {"score"} and scores.std() > 0.01
+    np.testing.assert_allclose(got["serving_default"]["score"], scores, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_choice_task_answers_probabilities_and_the_chosen_ending(tmp_path, monkeypatch):
+    head, tokenizer, task, version, printed = exported(ChoiceTask, tmp_path, monkeypatch)
+    assert printed[-1].endswith("(signatures: predict_ids, serving_default)")
+    inputs = {"context": [c for c, _ in QUESTIONS], "endings": [e for _, e in QUESTIONS]}
+    examples = [Question(c, tuple(e), 0) for c, e in QUESTIONS]
+    arrays = task.encode(tokenizer, examples, head.backbone.config.max_position_embeddings)
+    ids = {"input_ids": arrays["input_ids"].tolist(),  # [n, choices, step]
+           "token_type_ids": arrays["token_type_ids"].tolist(),
+           "attention_mask": (arrays["input_ids"] != tokenizer.pad_id).astype(int).tolist()}
+    answer = load_elsewhere(version, {"serving_default": inputs, "predict_ids": ids})
+    got = answer["serving_default"]
+    probabilities = softmax(head_outputs(head, tokenizer, task, examples))  # [n, 3]
+    np.testing.assert_allclose(answer["predict_ids"]["probabilities"], probabilities, atol=1e-5)
+    assert probabilities.std() > 0.01
+    np.testing.assert_allclose(got["probabilities"], probabilities, atol=1e-5)
+    chosen = probabilities.argmax(axis=1)
+    assert got["choice"] == chosen.tolist()
+    assert got["ending"] == [e[i] for (_, e), i in zip(QUESTIONS, chosen)]
+
+
+def test_mrpc_labels_named_by_their_numbers_get_no_label_name():
+    from nlp_tutorials.serving.savedmodel import SequenceModule
+
+    class Head:
+        num_labels = 2
+        backbone = type("B", (), {"config": type("C", (), {"max_position_embeddings": 8,
+                                                           "pad_token_id": 0})})
+
+    tokenizer = type("T", (), {"cls_id": 2, "sep_id": 3, "pad_id": 0})()
+    assert SequenceModule(Head(), tokenizer, MrpcTask(), strings=False).label_names is None
+    named = SequenceModule(Head(), tokenizer, SentenceTask(labels=("no", "yes")), strings=False)
+    assert named.label_names.numpy().tolist() == [b"no", b"yes"]
+
+
+@pytest.mark.parametrize("shape", ["token", "span"])
+def test_token_and_span_models_are_refused_in_one_line(shape, tmp_path, monkeypatch):
+    from nlp_tutorials.serving.savedmodel import export_model
+
+    class Tagged(SentenceTask):
+        name, title = f"fake_{shape}", f"Fake {shape}"
+
+    Tagged.shape = shape
+    monkeypatch.setitem(TASKS, Tagged.name, Tagged)
+    task = Tagged()
+    head, tokenizer = tiny_wordpiece_head(task)
+    save_model(head, tokenizer, task, tmp_path / "model")
+    with pytest.raises(UserError) as error:
+        export_model(tmp_path / "model", tmp_path / "served")
+    assert str(error.value) == (f"{tmp_path / 'model'}: a {shape} task's model (Fake {shape}); "
+                                f"export-model serves sequence classifiers and multiple choice "
+                                f"only, not {shape} tasks")
+    assert not (tmp_path / "served").exists()
