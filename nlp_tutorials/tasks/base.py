@@ -339,9 +339,10 @@ class Task:
         return {"sequence": ("sentence1", "sentence2"), "choice": ("context", "endings"),
                 "token": ("sentence",), "span": ("question", "context")}[self.shape]
 
-    def shown_answer(self, example, prediction) -> dict:
+    def shown_answer(self, example, prediction, row: dict | None = None) -> dict:
         """The model's answer to ``example``, as the attention explorer writes it beside the
-        example (JSON values).
+        example (JSON values); ``row`` holds the arrays of the encoded row the explorer shows
+        ({name: array [max_len] or a number}), for answers placed on its tokens.
 
         Sequence and choice (a :class:`ClassPrediction`): ``{"label": name, "probability":
         p}``, the predicted label's name (the chosen ending's number from 1, for choice) and

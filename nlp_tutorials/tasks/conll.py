@@ -295,6 +295,11 @@ class ConllTask(Task):
             raise UserError(f"{source}: no sentences found (only blank lines); expected one "
                             f"sentence a line, its words separated by spaces")
 
+    def shown_answer(self, example, tags, row=None) -> dict:
+        """The predicted tags under the shown row's tokens: each word's tag under its first
+        piece (``word_index``), "" under the other tokens."""
+        return {"tags": [tags[word] if word >= 0 else "" for word in row["word_index"]]}
+
     def format_prediction(self, example, prediction) -> str:
         """``word<TAB>tag`` a line, each ending in a newline: printed, a blank line follows."""
         return "".join(f"{word}\t{tag}\n" for word, tag in zip(example.words, prediction))

@@ -222,6 +222,14 @@ class SentenceTask(Task):
             raise UserError(f"{source}: no {self.unit} found (only blank lines); expected "
                             f"{expected} a line")
 
+    def text_inputs(self) -> tuple[str, ...]:
+        return ("sentence1", "sentence2") if self.pair else ("sentence",)
+
+    def shown_answer(self, example, prediction, row=None) -> dict:
+        if self.regression:
+            return {"score": round(float(prediction.score), 4)}
+        return super().shown_answer(example, prediction, row)
+
 
 def tsv_rows(path) -> list[tuple[int, list[str]]]:
     """(line number, fields) of every line of a GLUE file, split on tabs with no quoting;

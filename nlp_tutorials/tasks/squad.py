@@ -496,6 +496,17 @@ class SquadTask(Task):
             raise UserError(f"{source}: no questions found (only blank lines); expected "
                             f"question<TAB>context a line")
 
+    def shown_answer(self, question, answer, row=None) -> dict:
+        """The answer's text, and its first and last token in the shown row (the first
+        window) when it lies there: the pieces whose context characters fall inside the
+        answer's."""
+        shown = {"answer": answer.text}
+        starts, ends = np.asarray(row["token_char_start"]), np.asarray(row["token_char_end"])
+        inside = np.nonzero((starts >= 0) & (starts >= answer.start) & (ends <= answer.end))[0]
+        if answer.text and inside.size:
+            shown["tokens"] = [int(inside[0]), int(inside[-1])]
+        return shown
+
     def format_prediction(self, question, prediction) -> str:
         """``answer<TAB>start<TAB>end``: the answer is ``context[start:end]`` (characters,
         end exclusive; tabs and line breaks inside it printed as spaces); no answer (v2.0) is

@@ -271,7 +271,11 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
                         f"expected a test or dev file in --data")
     arrays = task.encode(tokenizer, examples, head.backbone.config.max_position_embeddings)
     predictions = task.predictions(head_outputs(head, arrays), arrays, examples)
-    ids, segments = shown_rows(task, arrays, predictions)  # [n, max_len] each
+    rows = shown_rows(task, arrays, predictions)  # (row, choice or None) per example
+    ids = np.stack([arrays["input_ids"][row][choice] if choice is not None
+                    else arrays["input_ids"][row] for row, choice in rows])  # [n, max_len]
+    segments = np.stack([arrays["token_type_ids"][row][choice] if choice is not None
+                         else arrays["token_type_ids"][row] for row, choice in rows])
     pad = head.backbone.config.pad_token_id
     # Columns of padding alone carry no attention worth drawing.
     longest = max(int(np.max(np.sum(ids != pad, axis=1))), 1)
@@ -280,29 +284,28 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
     return {"model_name": head.backbone.config.model_type,
             "src_tokens": [tokenizer.convert_ids_to_tokens(row) for row in ids],
             "segments": segments.tolist(), **as_numpy(found),
-            "answers": [shown_answer(task, e, p) for e, p in zip(examples, predictions)]}
+            "answers": [shown_answer(task, e, p, {name: value[row] for name, value in
+                                                  arrays.items()})
+                        for e, p, (row, _) in zip(examples, predictions, rows)]}
 
 
-def shown_rows(task, arrays: dict, predictions) -> tuple:
-    """The encoded row shown for each example: (input_ids, token_type_ids) [n, max_len].
+def shown_rows(task, arrays: dict, predictions) -> list:
+    """Where each example's shown row is: (row of ``arrays``, choice or None) per example.
 
     A multiple-choice example's row of the chosen ending; for tasks that cut long inputs into
     windows (``window_example`` [rows]: each row's example) an example's first window."""
-    ids, segments = arrays["input_ids"], arrays["token_type_ids"]
     if task.shape == "choice":
-        chosen = np.array([p.label for p in predictions])
-        rows = np.arange(len(ids))
-        return ids[rows, chosen], segments[rows, chosen]
+        return [(index, p.label) for index, p in enumerate(predictions)]
     if "window_example" in arrays:
         _, first = np.unique(arrays["window_example"], return_index=True)
-        return ids[first], segments[first]
-    return ids, segments
+        return [(int(row), None) for row in first]
+    return [(index, None) for index in range(len(arrays["input_ids"]))]
 
 
-def shown_answer(task, example, prediction):
+def shown_answer(task, example, prediction, row: dict):
     """The task's answer to show beside ``example``, or None where its shape shows none yet."""
     try:
-        return task.shown_answer(example, prediction)
+        return task.shown_answer(example, prediction, row)
     except NotImplementedError:
         return None
 
