@@ -32,7 +32,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import numbered_lines
-from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.base import Task, counted
 from nlp_tutorials.tasks.metrics import (
     accuracy,
     f1_score,
@@ -82,8 +82,8 @@ class SentenceTask(Task):
 
     @property
     def unit(self) -> str:
-        """What one example is, in reports: "sentences" or "sentence pairs"."""
-        return "sentence pairs" if self.pair else "sentences"
+        """What one example is, in reports: "sentence" or "sentence pair"."""
+        return "sentence pair" if self.pair else "sentence"
 
     def read_label(self, path, number: int, value: str) -> str | float:
         """The answer written as ``value`` on line ``number`` of ``path``: a score for a
@@ -111,7 +111,7 @@ class SentenceTask(Task):
     def summarize(self, examples) -> str:
         """``8,551 sentences (0: 2,528, 1: 6,023)`` or ``5,749 sentence pairs, scores 0.00 to
         5.00``."""
-        found = f"{len(examples):,} {self.unit}"
+        found = counted(len(examples), self.unit)
         if self.regression:
             scores = [e.label for e in examples]
             return f"{found}, scores {min(scores):.2f} to {max(scores):.2f}"
@@ -219,7 +219,7 @@ class SentenceTask(Task):
             found += 1
             yield TextExample(fields[0], fields[1] if self.pair else None, stand_in, str(number))
         if not found:
-            raise UserError(f"{source}: no {self.unit} found (only blank lines); expected "
+            raise UserError(f"{source}: no {self.unit}s found (only blank lines); expected "
                             f"{expected} a line")
 
     def text_inputs(self) -> tuple[str, ...]:

@@ -304,7 +304,8 @@ def finetune(config: FinetuneConfig, printer=print) -> dict:
     of ``output_dir`` (see :func:`nlp_tutorials.training.distribute.worker_dir`).
     """
     task = make_task(config, printer)
-    task.examples("train")  # a missing or broken file stops the run before anything starts
+    for split in ("train", "dev", "test"):  # a missing or broken file stops the run first
+        task.examples(split)
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
