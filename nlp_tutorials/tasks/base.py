@@ -164,6 +164,9 @@ class Task:
         """The error for a split whose file is needed but not there."""
         folder = self.data_dir if self.data_dir is not None else self.default_data_dir
         names = " or ".join(self.file_names.get(split, ())) or "a file"
+        if folder is not None and not Path(folder).is_dir():
+            return UserError(f"{folder}: {self.title} data folder not found; expected {names} "
+                             f"in it")
         where = f"{folder}: no {split} file" if folder is not None else f"no {split} file given"
         return UserError(f"{where} for {self.title}; expected {names} in --data DIR, or "
                          f"--{split} FILE")
