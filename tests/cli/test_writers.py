@@ -117,6 +117,13 @@ OVER_INPUTS = [  # (model, args, the line after "error: "), {d} the test's folde
     ("bert", ["finetune", "--init-from", "{d}/model", "--output-dir", "{d}/model/mrpc"],
      "--output-dir {d}/model/mrpc lies inside --init-from {d}/model; the command would write "
      "into what it reads: choose a path outside it"),
+    ("bert", ["finetune", "--task", "rte", "--data", "{d}/texts", "--output-dir",
+              "{d}/texts/rte"],
+     "--output-dir {d}/texts/rte lies inside --data {d}/texts; the command would write into "
+     "what it reads: choose a path outside it"),
+    ("bert", ["evaluate", "--model-dir", "{d}/model", "--output-dir", "{d}/model/scores"],
+     "--output-dir {d}/model/scores lies inside --model-dir {d}/model; the command would "
+     "write into what it reads: choose a path outside it"),
     ("bert", ["export", "--model-dir", "{d}/model", "--output", "{d}/model/config.json"],
      "--output {d}/model/config.json lies inside --model-dir {d}/model; the command would "
      "write into what it reads: choose a path outside it"),
@@ -161,6 +168,7 @@ UNDER_A_FILE = [  # (model, args with {f}: a regular file), the flag at fault
     ("transformer", ["train", "--model-dir", "{f}/run"], "--model-dir", "{f}/run"),
     ("bert", ["finetune", "--output-dir", "{f}/mrpc"], "--output-dir", "{f}/mrpc"),
     ("gpt", ["export", "--output", "{f}/a.pkl"], "--output", "{f}/a.pkl"),
+    ("bert", ["evaluate", "--output-dir", "{f}/scores"], "--output-dir", "{f}/scores"),
     ("transformer", ["plot", "--input", "{d}/attention.pkl", "--output-dir", "{f}/pictures"],
      "--output-dir", "{f}/pictures"),
 ]
