@@ -141,10 +141,12 @@ def finetune(config) -> None:
     reads = {"--model-dir": backbone, "--init-from": config.init_from, "--data": config.data,
              "--train": config.train, "--dev": config.dev, "--test": config.test}
     with writing([output_dir], reads):
+        task = config.make_task()
+        task.read_splits()  # before TensorFlow: a bad file answers in a moment
         start_tensorflow()
-        from nlp_tutorials.training.finetuning import finetune as finetune_mrpc
+        from nlp_tutorials.training.finetuning import finetune as finetune_task
 
-        finetune_mrpc(config)
+        finetune_task(config, task=task)
 
 
 def evaluate(settings) -> None:

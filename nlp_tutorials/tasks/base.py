@@ -190,6 +190,12 @@ class Task:
             return []
         return self.read(split)
 
+    def read_splits(self) -> None:
+        """Read every split there is, so that a missing or broken file, or a dev label train
+        never saw, stops a run before it starts."""
+        for split in SPLITS:
+            self.examples(split)
+
     def read(self, split: str) -> list:
         """Every example in the file of ``split``, in file order; read once, reported once
         (``eng.train: 14,041 sentences, ...``). No file, or one with no examples, is a

@@ -422,6 +422,27 @@ class FinetuneConfig(Settings):
                             f"or two separated by a comma")
         check_flags(self.strategy, self.cpu_replicas)
 
+    def make_task(self, printer=print):
+        """The task these settings name, reading from ``data`` or the files given outright;
+        for a user's own files, the task their flags describe (docs/tasks.md, "Your own
+        data"). Nothing is read yet."""
+        from nlp_tutorials.tasks import get_task
+
+        name, options = self.task, {}
+        if self.file_format == "squad":
+            from nlp_tutorials.tasks.squad import squad_version
+
+            name = squad_version(self.train)
+        if self.file_format == "conll":
+            options = {"columns": None}  # any number of columns: the word first, its tag last
+        if name == OWN_DATA_TASK:
+            options = {"text_columns": self.text_columns.split(","),
+                       "label_column": self.label_column, "regression": self.regression,
+                       "file_format": self.file_format or None}
+        return get_task(name, data_dir=self.data or None, dev_size=self.dev_size,
+                        paths={"train": self.train, "dev": self.dev, "test": self.test},
+                        max_len=self.max_len, stride=self.stride, printer=printer, **options)
+
     def check_inputs(self) -> None:
         """The data folder, the files given, the pretrained folder and TF_CONFIG are usable."""
         if self.data and not Path(self.data).is_dir():

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from nlp_tutorials.training import distribute
 from nlp_tutorials.training.checkpoints import build_model, latest_checkpoint, restore_model
-from nlp_tutorials.training.config import OWN_DATA_TASK, FinetuneConfig, TrainConfig
+from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
 from nlp_tutorials.training.loop import Hook, epoch_batches, train_steps
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.tasks import TASKS, get_task
@@ -77,7 +77,7 @@ def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None):
             raise UserError(f"{config.model_dir}: no pre-trained checkpoint; run `python -m "
                             f"nlp_tutorials.bert train` first, or pass --from-scratch")
         return restore_model(config.model_dir)
-    task = task or make_task(config)
+    task = task or config.make_task(printer=None)
     train = task.read("train")  # the whole file: dev examples' words are known, not their labels
     tokenizer = WordTokenizer.build(task.texts(train))
     model_config = TrainConfig().model_config(tokenizer.vocab_size,
@@ -199,25 +199,6 @@ def train_epochs(head, train: dict, epochs: int, batch_size: int, rng, strategy,
         raise KeyboardInterrupt
 
 
-def make_task(config: FinetuneConfig, printer=print) -> Task:
-    """The task ``config`` names, reading from its ``data`` folder or the files given outright;
-    for a user's own files, the task their flags describe (docs/tasks.md, "Your own data")."""
-    name, options = config.task, {}
-    if config.file_format == "squad":
-        from nlp_tutorials.tasks.squad import squad_version
-
-        name = squad_version(config.train)
-    if config.file_format == "conll":
-        options = {"columns": None}  # any number of columns: the word first, its tag last
-    if name == OWN_DATA_TASK:
-        options = {"text_columns": config.text_columns.split(","),
-                   "label_column": config.label_column, "regression": config.regression,
-                   "file_format": config.file_format or None}
-    return get_task(name, data_dir=config.data or None, dev_size=config.dev_size,
-                    paths={"train": config.train, "dev": config.dev, "test": config.test},
-                    max_len=config.max_len, stride=config.stride, printer=printer, **options)
-
-
 class Encoded(NamedTuple):
     """A split's examples and their arrays (None: the split is empty)."""
     examples: list
@@ -295,17 +276,19 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     return head, tokenizer, best[2], test_scores
 
 
-def finetune(config: FinetuneConfig, printer=print) -> dict:
+def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) -> dict:
     """Fine-tune on ``config``'s task with ``seeds`` seeds; save the best-on-dev head (the first
     seed's without dev examples) with its tokenizer and task; return every run's scores and
     the mean ± std of the test scores (of dev's when there is no test file).
 
-    Under ``--strategy multiworker`` the workers other than the chief write into a sub-folder
-    of ``output_dir`` (see :func:`nlp_tutorials.training.distribute.worker_dir`).
+    ``task``: the task ``config`` names, its files already read (the command line reads them
+    before TensorFlow starts); None builds and reads it here. Under ``--strategy multiworker``
+    the workers other than the chief write into a sub-folder of ``output_dir`` (see
+    :func:`nlp_tutorials.training.distribute.worker_dir`).
     """
-    task = make_task(config, printer)
-    for split in ("train", "dev", "test"):  # a missing or broken file stops the run first
-        task.examples(split)
+    if task is None:
+        task = config.make_task(printer)
+        task.read_splits()  # a missing or broken file stops the run before anything starts
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)

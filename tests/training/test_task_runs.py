@@ -61,6 +61,24 @@ def test_bad_task_flags_answer_before_tensorflow(argv, message):
     assert message in fails_without_tensorflow(*argv)
 
 
+def test_a_broken_task_file_answers_before_tensorflow(tmp_path):
+    data = tmp_path / "conll"
+    data.mkdir()
+    (data / "eng.train").write_text("-DOCSTART- -X- O O\n\nJohn NNP I-NP I-PER\nlives VBZ\n")
+    line = fails_without_tensorflow("finetune", "--task", "conll2003", "--data", str(data),
+                                    "--output-dir", str(tmp_path / "out"))
+    assert f"{data / 'eng.train'}:4:" in line
+    own = tmp_path / "train.csv"
+    own.write_text("text,label\nfine,pos\n")
+    (tmp_path / "dev.csv").write_text("text,label\nbad,neg\n")
+    line = fails_without_tensorflow("finetune", "--train", str(own), "--dev",
+                                    str(tmp_path / "dev.csv"), "--text-columns", "text",
+                                    "--label-column", "label", "--output-dir",
+                                    str(tmp_path / "out"))
+    assert f"{tmp_path / 'dev.csv'}:2: unknown label 'neg'" in line
+    assert not (tmp_path / "out").exists()
+
+
 def mrpc_slice(path: Path, split_file: str, rows: slice) -> Path:
     """An MRPC-format file of some of the shipped file's rows (header kept)."""
     lines = (DEFAULT_DATA_DIR / split_file).read_text(encoding="utf-8-sig").splitlines()
