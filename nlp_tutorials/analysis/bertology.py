@@ -330,7 +330,7 @@ def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned
     """The work of :func:`heads_command`, its folders checked."""
     head, tokenizer, task = load_finetuned(model_dir)
     task = task_with_data(task, model_dir, data_dir, dev_size)
-    max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
+    max_len = task.max_len  # load_finetuned fitted it to the model's positions
     dev = task.examples("dev")
     if not dev:
         raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")

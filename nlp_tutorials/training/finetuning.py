@@ -372,7 +372,8 @@ def load_task(output_dir, **options) -> Task:
 
 
 def load_finetuned(output_dir, **options) -> Finetuned:
-    """(head, tokenizer, task) written by :func:`finetune`.
+    """(head, tokenizer, task) written by :func:`finetune`; the task's ``max_len`` is fitted
+    to the head's positions, so every tool encodes with ``task.max_len``.
 
     ``model.keras`` is loaded with Keras' ``safe_mode`` on, always: a ``.keras`` file is a
     zip of a JSON config and HDF5 weights, and safe mode refuses the one part that would be
@@ -404,6 +405,9 @@ def load_finetuned(output_dir, **options) -> Finetuned:
     if getattr(head, "num_labels", task.num_labels) != task.num_labels:
         raise UserError(f"{path}: the head has {head.num_labels} label(s); {task.title} has "
                         f"{task.num_labels} ({', '.join(task.labels)})")
+    # Encoded as fine-tuning encoded, and never longer than the model's positions (a model
+    # saved before task.json kept a length has the task's default).
+    task.max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
     return Finetuned(head, load_tokenizer(output_dir), task)
 
 
@@ -416,13 +420,12 @@ def predict(head, tokenizer, task: Task, lines, source: str, printer=print,
     Examples are predicted in chunks as they are read, so an error on a late line comes after
     every earlier example's answer has been printed.
     """
-    max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
     pending, done = [], 0
 
     def flush():
         nonlocal done
         if pending:
-            arrays = task.encode(tokenizer, pending, max_len)
+            arrays = task.encode(tokenizer, pending, task.max_len)
             predictions = task.predictions(head_outputs(head, arrays), arrays, pending)
             for example, prediction in zip(pending, predictions):
                 printer(task.format_prediction(example, prediction))
@@ -458,8 +461,7 @@ def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
     if not examples:
         raise UserError(f"{task.title} {split}: no examples to score (dev is held out of "
                         f"train only by --dev-size)")
-    arrays = task.encode(tokenizer, examples, min(task.max_len,
-                                                  head.backbone.config.max_position_embeddings))
+    arrays = task.encode(tokenizer, examples, task.max_len)
     predictions = task.predictions(head_outputs(head, arrays), arrays, examples)
     scores = task.score(examples, predictions)
     printer(f"{task.title} {split}: {task.describe(scores)}")

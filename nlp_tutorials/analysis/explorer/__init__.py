@@ -257,7 +257,7 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
 
     The examples are the task's test split, or its dev split when it has no test file, read
     from ``data_dir`` (a task other than the shipped MRPC needs it). They are encoded as
-    ``predict`` encodes, to the model's positions; the page shows one row per example: the
+    ``predict`` encodes, to the task's length; the page shows one row per example: the
     chosen ending's for a multiple-choice example, the first window's for a long one.
     """
     from nlp_tutorials.analysis.bertology import task_with_data
@@ -269,7 +269,7 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
     if not examples:
         raise UserError(f"{model_dir}: {task.title} has no test or dev examples to show; "
                         f"expected a test or dev file in --data")
-    arrays = task.encode(tokenizer, examples, head.backbone.config.max_position_embeddings)
+    arrays = task.encode(tokenizer, examples, task.max_len)
     predictions = task.predictions(head_outputs(head, arrays), arrays, examples)
     rows = shown_rows(task, arrays, predictions)  # (row, choice or None) per example
     ids = np.stack([arrays["input_ids"][row][choice] if choice is not None
