@@ -102,6 +102,19 @@ def numbered_lines(path):
                             f"(byte {line[err.start]:#04x} at column {err.start + 1})") from None
 
 
+def json_lines(path):
+    """(line number, value) of each line of a JSON-lines file that is not blank; a line that
+    is not JSON is a UserError naming the file, the line and the column."""
+    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}:{number}: not valid JSON ({err.msg} at column "
+                            f"{err.colno})") from None
+
+
 def _read_bytes(path) -> bytes:
     try:
         return Path(path).read_bytes()

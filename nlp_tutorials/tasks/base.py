@@ -60,6 +60,24 @@ def counted(number: int, noun: str) -> str:
     return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
+def example_lines(lines, source: str, found_none: str, skip=None):
+    """(line number from 1, the line without its ending) of each line a user gives ``predict``
+    that holds something (blank lines, and lines ``skip`` returns True for, are passed over).
+    Once every line is read and none was given, a UserError ``"{source}: {found_none}"``.
+
+    Every task's :meth:`Task.parse_lines` reads its lines through this, so a malformed line
+    is reported after the examples before it, and an input with none is one line."""
+    given = 0
+    for number, line in enumerate(lines, start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip() or (skip is not None and skip(line)):
+            continue
+        given += 1
+        yield number, line
+    if not given:
+        raise UserError(f"{source}: {found_none}")
+
+
 def split_train_dev(examples: list, dev_size: int) -> tuple[list, list]:
     """(train, dev): the last ``dev_size`` examples are dev (MRPC's 3,668 / 408 as GLUE splits
     it); with ``dev_size`` 0, every example trains and dev is empty."""

@@ -14,15 +14,14 @@ Both read into :class:`ChoiceExample`; neither reads its test file, which holds 
 """
 import csv
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_utf8
-from nlp_tutorials.tasks.base import ClassPrediction, Task, softmax
+from nlp_tutorials.system.files import json_lines, read_utf8
+from nlp_tutorials.tasks.base import ClassPrediction, Task, example_lines, softmax
 from nlp_tutorials.tasks.metrics import accuracy
 from nlp_tutorials.text.tokenization import pad_ragged
 
@@ -115,21 +114,15 @@ class ChoiceTask(Task):
         """Examples from ``context<TAB>ending1<TAB>ending2...`` lines (two endings or more, as
         many as each line likes); blank lines are skipped. Yields a :class:`ChoiceExample` per
         line (label 0, id the line number)."""
-        found = 0
-        for number, line in enumerate(lines, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
+        for number, line in example_lines(
+                lines, source, "no examples found (only blank lines); expected one a line: "
+                "context<TAB>ending1<TAB>ending2..."):
             fields = line.split("\t")
             if len(fields) < 3 or not all(field.strip() for field in fields):
                 raise UserError(f"{source}, line {number}: expected a context and at least two "
                                 f"endings, tab-separated and not blank; got {len(fields)} "
                                 f"field(s)")
-            found += 1
             yield ChoiceExample(str(number), fields[0], tuple(fields[1:]), 0)
-        if not found:
-            raise UserError(f"{source}: no examples found (only blank lines); expected one a "
-                            f"line: context<TAB>ending1<TAB>ending2...")
 
     def format_prediction(self, example, prediction) -> str:
         """``chosen ending<TAB>p1<TAB>p2...``: the chosen ending's text, then the probability
@@ -231,18 +224,12 @@ class CommonsenseQaTask(ChoiceTask):
 
     def read_file(self, path) -> list[ChoiceExample]:
         path = Path(path)
-        examples = []
-        for number, line in enumerate(read_utf8(path).splitlines(), start=1):
-            if line.strip():
-                examples.append(self.question(f"{path}:{number}", line))
-        return examples
+        return [self.question(f"{path}:{number}", record)
+                for number, record in json_lines(path)]
 
-    def question(self, where: str, line: str) -> ChoiceExample:
-        """The example of one JSON line; ``where`` (``file:line``) names it in errors."""
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+    def question(self, where: str, record) -> ChoiceExample:
+        """The example of one JSON line's value; ``where`` (``file:line``) names it in
+        errors."""
         answer = field(where, record, "answerKey", str)
         question = field(where, record, "question", dict)
         stem = field(where, question, "stem", str, "question.")

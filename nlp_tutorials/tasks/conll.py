@@ -31,7 +31,7 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import numbered_lines
 import nlp_tutorials.tasks.entities as entities
-from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.base import Task, example_lines
 
 DOCSTART = "-DOCSTART-"
 
@@ -285,15 +285,10 @@ class ConllTask(Task):
     def parse_lines(self, lines, source: str):
         """A :class:`Sentence` (no tags) per non-blank line, its words split on whitespace;
         lines that hold no sentence at all raise UserError naming ``source``."""
-        sentences = 0
-        for number, line in enumerate(lines, start=1):
-            words = line.split()
-            if words:
-                sentences += 1
-                yield Sentence(tuple(words), (), number)
-        if not sentences:
-            raise UserError(f"{source}: no sentences found (only blank lines); expected one "
-                            f"sentence a line, its words separated by spaces")
+        for number, line in example_lines(
+                lines, source, "no sentences found (only blank lines); expected one sentence a "
+                "line, its words separated by spaces"):
+            yield Sentence(tuple(line.split()), (), number)
 
     def shown_answer(self, example, tags, row=None) -> dict:
         """The predicted tags under the shown row's tokens: each word's tag under its first

@@ -32,7 +32,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import numbered_lines
-from nlp_tutorials.tasks.base import Task, counted
+from nlp_tutorials.tasks.base import Task, counted, example_lines
 from nlp_tutorials.tasks.metrics import (
     accuracy,
     f1_score,
@@ -204,11 +204,8 @@ class SentenceTask(Task):
         0) as a stand-in answer and its line number as its id."""
         expected = "two tab-separated sentences" if self.pair else "one sentence (no tab)"
         stand_in = 0.0 if self.regression else self.labels[0]
-        found = 0
-        for number, line in enumerate(lines, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
+        found_none = f"no {self.unit}s found (only blank lines); expected {expected} a line"
+        for number, line in example_lines(lines, source, found_none):
             fields = line.split("\t")
             if len(fields) != (2 if self.pair else 1):
                 raise UserError(f"{source}, line {number}: expected {expected} a line, got "
@@ -216,11 +213,7 @@ class SentenceTask(Task):
             if not all(field.strip() for field in fields):
                 raise UserError(f"{source}, line {number}: expected {expected} a line, got an "
                                 f"empty sentence")
-            found += 1
             yield TextExample(fields[0], fields[1] if self.pair else None, stand_in, str(number))
-        if not found:
-            raise UserError(f"{source}: no {self.unit}s found (only blank lines); expected "
-                            f"{expected} a line")
 
     def text_inputs(self) -> tuple[str, ...]:
         return ("sentence1", "sentence2") if self.pair else ("sentence",)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.base import Task, example_lines
 from nlp_tutorials.tasks.glue import tsv_rows
 from nlp_tutorials.tasks.metrics import accuracy, f1_score
 from nlp_tutorials.text.packing import encode_pairs, longest_pair_length
@@ -137,20 +137,14 @@ class MrpcTask(Task):
         raises UserError naming it, after the pairs before it have been yielded, and so do lines
         that hold no pair at all (blank, or a header only), once all are read.
         """
-        pairs = 0
-        for number, line in enumerate(lines, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip() or line.startswith("Quality\t"):
-                continue
+        for number, line in example_lines(
+                lines, source, "no sentence pairs found (only blank lines or a header); "
+                "expected one pair a line: two tab-separated sentences, or an MRPC row of 5 "
+                "columns", skip=lambda line: line.startswith("Quality\t")):
             fields = line.split("\t")
             if len(fields) == len(HEADER):
                 fields = fields[3:]
             if len(fields) != 2 or not all(f.strip() for f in fields):
                 raise UserError(f"{source}, line {number}: expected two tab-separated sentences "
                                 f"(or an MRPC row of 5 columns), got {len(fields)} field(s)")
-            pairs += 1
             yield Pair(0, str(number), str(number), fields[0], fields[1])
-        if not pairs:
-            raise UserError(f"{source}: no sentence pairs found (only blank lines or a header); "
-                            f"expected one pair a line: two tab-separated sentences, or an MRPC "
-                            f"row of 5 columns")

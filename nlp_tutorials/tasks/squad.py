@@ -35,7 +35,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.answers import squad2_scores, squad_scores
-from nlp_tutorials.tasks.base import counted, Task
+from nlp_tutorials.tasks.base import Task, counted, example_lines
 
 MAX_QUESTION_PIECES = 64  # BERT's max_query_length
 N_BEST = 20  # starts and ends tried per window (BERT's n_best_size)
@@ -481,20 +481,14 @@ class SquadTask(Task):
     def parse_lines(self, lines, source: str):
         """Questions from ``question<TAB>context`` lines (the context may hold more tabs); the
         id of each is its line number. Blank lines are skipped."""
-        found = 0
-        for number, line in enumerate(lines, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
+        for number, line in example_lines(
+                lines, source, "no questions found (only blank lines); expected "
+                "question<TAB>context a line"):
             fields = line.split("\t", 1)
             if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
                 raise UserError(f"{source}, line {number}: expected a question and its "
                                 f"context, separated by a tab")
-            found += 1
             yield Question(str(number), fields[0], fields[1])
-        if not found:
-            raise UserError(f"{source}: no questions found (only blank lines); expected "
-                            f"question<TAB>context a line")
 
     def shown_answer(self, question, answer, row=None) -> dict:
         """The answer's text, and its first and last token in the shown row (the first

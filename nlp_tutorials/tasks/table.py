@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_utf8
+from nlp_tutorials.system.files import json_lines, read_utf8
 from nlp_tutorials.tasks.glue import SentenceTask, TextExample
 
 # The file formats, by the suffix that names each.
@@ -67,14 +67,7 @@ def json_records(path, wanted) -> list[tuple[int, dict]]:
     """(line number, object) of each non-blank line of a JSON-lines file; each must be an
     object holding every ``wanted`` field."""
     records = []
-    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}:{number}: not valid JSON ({err.msg} at column "
-                            f"{err.colno})") from None
+    for number, record in json_lines(path):
         if not isinstance(record, dict):
             raise UserError(f"{path}:{number}: expected a JSON object a line, found "
                             f"{type(record).__name__}")
