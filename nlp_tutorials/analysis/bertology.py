@@ -29,7 +29,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.training.config import FinetuneConfig
-from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.files import require_folder, write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
 from nlp_tutorials.training.finetuning import (
     MODEL_FILE,
@@ -305,9 +305,7 @@ def task_with_data(task, model_dir, data_dir, dev_size: int):
     """The model's task reading its files from ``data_dir`` (or its shipped default), with
     ``dev_size`` held out of train when it has no dev file; a UserError when it has no data."""
     if data_dir is not None:
-        if not Path(data_dir).is_dir():
-            raise UserError(f"--data {data_dir}: no such folder; expected the folder holding "
-                            f"the {task.title} files")
+        require_folder(data_dir, "--data", f"the {task.title} files")
         task.data_dir = data_dir
     elif task.default_data_dir is None and not task.paths:
         names = ", ".join(name for split in ("train", "dev")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as CORPUS_MAX_LEN
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import require_folder
 from nlp_tutorials.training.config import (
     FinetuneConfig,
     FINETUNED_DIR,
@@ -159,8 +160,7 @@ class EvaluateSettings(Settings):
 
     def check_inputs(self) -> None:
         """The data folder and the file are there (before TensorFlow loads)."""
-        if self.data and not Path(self.data).is_dir():
-            raise UserError(f"--data {self.data}: no such folder")
+        require_folder(self.data, "--data", "the model's task files")
         if self.file and not Path(self.file).is_file():
             raise UserError(f"--file {self.file}: no such file")
 

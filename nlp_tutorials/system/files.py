@@ -138,6 +138,14 @@ def read_json_object(path) -> dict:
     return values
 
 
+def require_folder(path, flag: str, holding: str = "") -> None:
+    """Raise UserError if ``path`` (given by ``flag``, e.g. ``--data``) is set but is not a
+    folder; ``holding`` says what the folder should hold."""
+    if path and not Path(path).is_dir():
+        expected = f"; expected the folder holding {holding}" if holding else ""
+        raise UserError(f"{flag} {path}: no such folder{expected}")
+
+
 def refuse_existing(path, overwrite: bool, flag: str) -> None:
     """Raise UserError if ``path`` exists and ``overwrite`` (the ``--overwrite`` flag) is off;
     ``flag`` names the argument that chose ``path``."""

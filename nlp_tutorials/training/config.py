@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object
+from nlp_tutorials.system.files import read_json_object, require_folder
 from nlp_tutorials.system.values import check_integer, is_integer, is_number, refuse, shown
 from nlp_tutorials.training.distribute import (
     PRECISIONS,
@@ -445,9 +445,9 @@ class FinetuneConfig(Settings):
 
     def check_inputs(self) -> None:
         """The data folder, the files given, the pretrained folder and TF_CONFIG are usable."""
-        if self.data and not Path(self.data).is_dir():
-            raise UserError(f"--data {self.data}: no such folder; expected the folder holding "
-                            f"the {self.task} files")
+        from nlp_tutorials.tasks import TASKS
+
+        require_folder(self.data, "--data", f"the {TASKS[self.task].title} files")
         for flag in ("train", "dev", "test"):
             path = getattr(self, flag)
             if path and not Path(path).is_file():
