@@ -164,8 +164,8 @@ class SequenceModule(tf.Module):
     and the signatures.
 
     Inputs are laid out and truncated as ``predict`` lays them out (``Tokenizer.pack`` with
-    the task's ``max_len``, saved with the model), so the answers are ``predict``'s. The raw texts are
-    the task's :meth:`~nlp_tutorials.tasks.base.Task.text_inputs`: a sentence pair
+    the task's ``max_len``, saved with the model), so the answers are ``predict``'s. The raw
+    texts are the task's :meth:`~nlp_tutorials.tasks.base.Task.text_inputs`: a sentence pair
     (``sentence1``, ``sentence2``) or one ``sentence``.
     """
 
