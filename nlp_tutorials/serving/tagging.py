@@ -35,7 +35,13 @@ A blank sentence has no words: ``word_count`` 0 (``predict`` passes blank lines 
 import tensorflow as tf
 
 import nlp_tutorials.tasks.entities as entities
-from nlp_tutorials.serving.savedmodel import SequenceModule, _ids_spec, _strings_spec, pack
+from nlp_tutorials.serving.savedmodel import (
+    SequenceModule,
+    _ids_spec,
+    _strings_spec,
+    import_tensorflow_text,
+    pack,
+)
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.conll import ConllTask
 
@@ -46,8 +52,6 @@ PYTHON_SPACES = (r"[\t-\r\x{1C}-\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{20
 
 def split_on_spaces(sentences):
     """string [batch] -> ragged string [batch, (words)], as ``line.split()`` per sentence."""
-    from nlp_tutorials.serving.savedmodel import import_tensorflow_text
-
     return import_tensorflow_text().regex_split(sentences, delim_regex_pattern=PYTHON_SPACES)
 
 
