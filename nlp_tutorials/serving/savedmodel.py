@@ -1,5 +1,5 @@
-"""Serve a fine-tuned BERT: a SavedModel that answers raw text, for the sequence and the
-multiple-choice tasks.
+"""Serve a fine-tuned BERT: a SavedModel that answers raw text, for the sequence, the
+multiple-choice and (with :mod:`nlp_tutorials.serving.tagging`) the token-tagging tasks.
 
 ``python -m nlp_tutorials.bert export-model --model-dir DIR --output OUT`` writes
 ``OUT/<version>/`` (TensorFlow Serving's layout). A sequence task's model has three signatures:
@@ -19,7 +19,9 @@ multiple-choice tasks.
 A multiple-choice model (SWAG, CommonsenseQA) has ``serving_default``: ``context`` (string
 [batch]) and ``endings`` (string [batch, choices]) -> ``probabilities`` (float32 [batch,
 choices]), ``choice`` (int32 [batch]) and ``ending`` (string [batch], the chosen one's text);
-and ``predict_ids`` on ids [batch, choices, step]. Token tagging and span models are refused.
+and ``predict_ids`` on ids [batch, choices, step]. A token-tagging model (CoNLL-2003, a user's
+``--format conll`` tags) is served by :mod:`nlp_tutorials.serving.tagging`: a sentence in, its
+words and their tags out. Span models are refused.
 
 The string signatures need tensorflow-text's ops (``FastWordpieceTokenizer``, ``RegexSplit``,
 ``NormalizeUTF8``) wherever the model is loaded: ``import tensorflow_text`` before
@@ -162,8 +164,8 @@ class SequenceModule(tf.Module):
     and the signatures.
 
     Inputs are laid out and truncated as ``predict`` lays them out (``Tokenizer.pack`` with
-    ``max_len`` the model's positions), so the answers are ``predict``'s. The raw texts are
-    the task's :meth:`~nlp_tutorials.tasks.base.Task.text_inputs`: a sentence pair
+    the task's ``max_len``, saved with the model), so the answers are ``predict``'s. The raw
+    texts are the task's :meth:`~nlp_tutorials.tasks.base.Task.text_inputs`: a sentence pair
     (``sentence1``, ``sentence2``) or one ``sentence``.
     """
 
@@ -172,7 +174,9 @@ class SequenceModule(tf.Module):
         super().__init__()
         self.head = head
         self.text_inputs = task.text_inputs()
-        self.max_len = head.backbone.config.max_position_embeddings
+        # predict's length: the task's (fine-tuning's), never more than the model's positions
+        # (load_finetuned has fitted it already; a task built elsewhere may not be).
+        self.max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
         self.model_pad_id = head.backbone.config.pad_token_id
         self.special_ids = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id,
                             "pad_id": tokenizer.pad_id}

@@ -168,12 +168,13 @@ def widen_classifier(head, tokenizer):
 
 
 def predict_probabilities(model_dir, pairs):
-    """What `predict` computes for ``pairs``: P(paraphrase) [n]."""
+    """What `predict` computes for ``pairs``: P(paraphrase) [n], the pairs encoded at the
+    loaded task's ``max_len`` (a model saved without task.json is MRPC's, 128 tokens, or its
+    positions if fewer), not at the model's positions."""
     from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
 
-    head, tokenizer, _ = load_finetuned(model_dir)
-    max_len = head.backbone.config.max_position_embeddings
-    return class_probabilities(head, encode_pairs(tokenizer, pairs, max_len))[:, 1]
+    head, tokenizer, task = load_finetuned(model_dir)
+    return class_probabilities(head, task.encode(tokenizer, pairs, task.max_len))[:, 1]
 
 
 def sample_pairs():
@@ -249,9 +250,8 @@ def summaries(model_dir, sentences):
     """The vectors the classifier reads for single ``sentences``, from the package: [n, hidden]."""
     from nlp_tutorials.training.finetuning import load_finetuned
 
-    head, tokenizer, _ = load_finetuned(model_dir)
-    rows = [tokenizer.encode(s, max_len=head.backbone.config.max_position_embeddings)
-            for s in sentences]
+    head, tokenizer, task = load_finetuned(model_dir)
+    rows = [tokenizer.encode(s, max_len=task.max_len) for s in sentences]
     ids, types = (np.array([row[i] for row in rows], np.int32) for i in (0, 1))
     return head.summary({"input_ids": ids, "token_type_ids": types}).numpy()
 
@@ -284,6 +284,7 @@ def test_minilm_loaded_elsewhere_answers_as_predict(tmp_path):
     from nlp_tutorials.training.finetuning import save_head
     from nlp_tutorials.models.heads import SequenceClassifier
     from nlp_tutorials.serving.savedmodel import export_model
+    from nlp_tutorials.training.finetuning import class_probabilities
 
     model_dir = Path(importlib.import_module(GT_PACKAGE).MODEL_DIR)
     head = SequenceClassifier(BERT.from_pretrained(model_dir, printer=lambda *_: None),
@@ -296,6 +297,10 @@ def test_minilm_loaded_elsewhere_answers_as_predict(tmp_path):
     pairs = sample_pairs()[:32] + sample_pairs()[-4:]
     want = predict_probabilities(tmp_path / "mrpc", pairs)
     assert want[:32].std() > 0.1
+    # predict encodes at MRPC's 128 tokens, not MiniLM's 512 positions: on the long pairs the
+    # two lengths answer differently, so a model laid out at the positions' length would fail.
+    at_positions = class_probabilities(head, encode_pairs(tokenizer, pairs[-4:], 512))[:, 1]
+    assert np.abs(at_positions - want[-4:]).max() > 0.01
     answer = load_elsewhere(version, {"serving_default": as_inputs(pairs)})
     np.testing.assert_allclose(answer["serving_default"]["probability"], want, atol=1e-5)
 

@@ -1,6 +1,7 @@
 """export-model for every task shape it serves: a sentence task with three named labels, a
 regression and a multiple-choice task, each exported and called in a fresh Python, against
-the head's own outputs on the task's encoding; token and span models are refused in one line."""
+the head's own outputs on the task's encoding, at the task's maximum length; span models are
+refused in one line. Token tagging: test_tagging_export.py."""
 import numpy as np
 import pytest
 
@@ -36,11 +37,12 @@ def exported(task_class, tmp_path, monkeypatch):
     return head, tokenizer, task, version, printed
 
 
-def head_outputs(head, tokenizer, task, examples):
-    """The head's logits on the task's own encoding (the positions' length), numpy."""
+def head_outputs(head, tokenizer, task, examples, max_len=None):
+    """The head's logits on the task's own encoding, numpy; by default at predict's length
+    (the task's, at most the positions)."""
     from nlp_tutorials.training.finetuning import head_outputs as outputs
 
-    max_len = head.backbone.config.max_position_embeddings
+    max_len = max_len or min(task.max_len, head.backbone.config.max_position_embeddings)
     return outputs(head, task.encode(tokenizer, examples, max_len))
 
 
@@ -75,7 +77,8 @@ def test_a_choice_task_answers_probabilities_and_the_chosen_ending(tmp_path, mon
     assert printed[-1].endswith("(signatures: predict_ids, serving_default)")
     inputs = {"context": [c for c, _ in QUESTIONS], "endings": [e for _, e in QUESTIONS]}
     examples = [Question(c, tuple(e), 0) for c, e in QUESTIONS]
-    arrays = task.encode(tokenizer, examples, head.backbone.config.max_position_embeddings)
+    arrays = task.encode(tokenizer, examples,
+                         min(task.max_len, head.backbone.config.max_position_embeddings))
     ids = {"input_ids": arrays["input_ids"].tolist(),  # [n, choices, step]
            "token_type_ids": arrays["token_type_ids"].tolist(),
            "attention_mask": (arrays["input_ids"] != tokenizer.pad_id).astype(int).tolist()}
@@ -104,8 +107,21 @@ def test_mrpc_labels_named_by_their_numbers_get_no_label_name():
     assert named.label_names.numpy().tolist() == [b"no", b"yes"]
 
 
-@pytest.mark.parametrize("shape", ["token", "span"])
-def test_token_and_span_models_are_refused_in_one_line(shape, tmp_path, monkeypatch):
+def test_a_sentence_is_truncated_at_the_tasks_max_len_not_the_positions():
+    from nlp_tutorials.serving.savedmodel import SequenceModule
+
+    task = SentenceTask(max_len=6)
+    head, tokenizer = tiny_wordpiece_head(task)  # 24 positions
+    examples = [Sentence(text, "low") for text in SENTENCES]
+    got = SequenceModule(head, tokenizer, task).serving_default(tf.constant(SENTENCES))
+    want = softmax(head_outputs(head, tokenizer, task, examples))  # at 6 tokens
+    np.testing.assert_allclose(got["probability"], want.max(axis=1), atol=1e-5)
+    at_positions = softmax(head_outputs(head, tokenizer, task, examples, max_len=24))
+    assert np.abs(at_positions - want).max() > 0.01  # the long sentences answer otherwise
+
+
+@pytest.mark.parametrize("shape", ["span"])
+def test_span_models_are_refused_in_one_line(shape, tmp_path, monkeypatch):
     from nlp_tutorials.serving.savedmodel import export_model
 
     class Tagged(SentenceTask):

@@ -215,7 +215,8 @@ def test_label_names_round_trip_through_a_saved_model_and_predict_prints_them(
         load_finetuned(tmp_path)
 
 
-def test_export_model_refuses_another_shape_in_one_line(tmp_path, monkeypatch):
+def test_export_model_refuses_a_token_task_not_encoded_as_conll_in_one_line(tmp_path,
+                                                                             monkeypatch):
     from nlp_tutorials.serving.savedmodel import export_model
     from nlp_tutorials.text.tokenization import WordTokenizer
     from nlp_tutorials.training.finetuning import save_head, save_task
@@ -226,9 +227,9 @@ def test_export_model_refuses_another_shape_in_one_line(tmp_path, monkeypatch):
     save_head(task.build_head(tiny_bert(tokenizer)), tmp_path)
     tokenizer.save(tmp_path)
     save_task(tmp_path, task)
-    with pytest.raises(UserError, match="a token task's model \\(TOY\\); export-model serves "
-                                        "sequence classifiers and multiple choice only, not "
-                                        "token tasks"):
+    with pytest.raises(UserError, match="^TOY: a token task that does not encode as "
+                                        "CoNLL-2003; export-model lays out each word's tag on "
+                                        "its first word piece"):
         export_model(tmp_path, tmp_path / "served")
 
 
