@@ -300,7 +300,7 @@ def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
     TensorFlow Serving (which watches ``output`` for numbered folders) never sees half a model,
     and a failed export leaves the old version untouched. Returns the version folder.
     """
-    from nlp_tutorials.serving import spans  # noqa: F401  (adds the span shape's module)
+    import nlp_tutorials.serving.spans  # noqa: F401  (registers the span shape's module)
     from nlp_tutorials.system.files import refuse_existing, save_folder_atomic
     from nlp_tutorials.training.finetuning import load_finetuned
 

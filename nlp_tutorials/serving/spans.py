@@ -15,9 +15,9 @@ what ``bert predict`` does in numpy (:mod:`nlp_tutorials.tasks.squad`), step for
    is; the best start + end logit over all windows of a question wins (:func:`best_spans`).
 
 Offsets are characters (Unicode code points) of the ORIGINAL context, end exclusive, as
-``predict`` prints them: lower-casing and accent stripping change a word's length ("Mu\u0308nchen",
-seven characters, reads "munchen"), so each normalised character remembers the character it came
-from, as ``squad._piece_offsets`` does; where a word's pieces do not spell its normalised
+``predict`` prints them: lower-casing and accent stripping change a word's length ("München"
+typed with a combining diaeresis, U+0308, is seven characters and reads "munchen"), so each
+normalised character remembers the character it came from, as ``squad._piece_offsets`` does; where a word's pieces do not spell its normalised
 characters ([UNK]), each of its pieces spans the whole word.
 """
 from typing import NamedTuple
@@ -120,8 +120,8 @@ def piece_offsets(words, word_start, pieces, lower_case: bool):
     origin = tf.concat([tf.repeat(char_in_word, norm_length), [0]], axis=0)
     word_norm_start = tf.gather(_exclusive_cumsum(norm_length), words.row_starts())
 
-    first_piece = pieces.with_flat_values(tf.ragged.range(pieces.row_lengths()).flat_values == 0)
-    text = tf.where(first_piece.flat_values, pieces.flat_values, tf.strings.regex_replace(
+    first_piece = tf.ragged.range(pieces.row_lengths()).flat_values == 0  # [pieces]
+    text = tf.where(first_piece, pieces.flat_values, tf.strings.regex_replace(
         pieces.flat_values, "^" + CONTINUATION, "", replace_global=False))
     length = tf.cast(tf.strings.length(text, unit="UTF8_CHAR"), tf.int64)
     spelled = ((tf.strings.reduce_join(pieces.with_flat_values(text), axis=1)
@@ -141,16 +141,16 @@ def piece_offsets(words, word_start, pieces, lower_case: bool):
                      start + tf.gather(words.row_lengths(), word)))
 
 
-def max_context_windows(piece, room, step, windows, pieces):
+def max_context_windows(piece, room, shift, windows, pieces):
     """``squad.max_context_windows`` for every piece of a batch: the window (0, 1, ... of its
     question) where the piece has the most context, the earlier on a tie. All int64 [pieces]:
     ``piece`` the piece's index in its context, and its question's ``room`` (pieces a window
-    holds), ``step`` (between window starts), ``windows`` and ``pieces`` (its count)."""
-    first = tf.maximum(tf.math.floordiv(piece - room, step) + 1, 0)  # the first holding it
-    last = tf.minimum(windows - 1, tf.math.floordiv(piece, step))  # the last
+    holds), ``shift`` (between window starts), ``windows`` and ``pieces`` (its count)."""
+    first = tf.maximum(tf.math.floordiv(piece - room, shift) + 1, 0)  # the first holding it
+    last = tf.minimum(windows - 1, tf.math.floordiv(piece, shift))  # the last
     width = tf.reduce_max(tf.concat([last - first, [0]], axis=0)) + 1  # candidates a piece
     window = first[:, tf.newaxis] + tf.range(width)[tf.newaxis, :]  # [pieces, width]
-    start = window * step[:, tf.newaxis]
+    start = window * shift[:, tf.newaxis]
     length = tf.minimum(room[:, tf.newaxis], pieces[:, tf.newaxis] - start)
     left, right = piece[:, tf.newaxis] - start, start + length - 1 - piece[:, tf.newaxis]
     score = tf.where(window <= last[:, tf.newaxis],
@@ -183,19 +183,19 @@ def lay_out_windows(questions, pieces: ContextPieces, max_len: int, stride: int,
     """
     count = pieces.ids.row_lengths()  # [batch]
     room = max_len - 3 - questions.row_lengths()
-    step = tf.minimum(room, stride)
-    windows = 1 + tf.maximum(_ceil_div(count - room, step), 0)  # [batch]
+    shift = tf.minimum(room, stride)
+    windows = 1 + tf.maximum(_ceil_div(count - room, shift), 0)  # [batch]
     example = tf.repeat(tf.range(questions.nrows()), windows)  # [windows]
     rows = tf.size(example, out_type=tf.int64)
     number = tf.range(rows) - tf.repeat(_exclusive_cumsum(windows), windows)  # in its question
-    begin = number * tf.gather(step, example)
+    begin = number * tf.gather(shift, example)
     end = tf.minimum(begin + tf.gather(room, example), tf.gather(count, example))
 
     piece_row = pieces.ids.value_rowids()  # [pieces of the batch]
     piece = tf.range(tf.size(piece_row, out_type=tf.int64)) - tf.gather(
         pieces.ids.row_starts(), piece_row)  # its index in its context
     best_window = max_context_windows(piece, *(tf.gather(x, piece_row)
-                                               for x in (room, step, windows, count)))
+                                               for x in (room, shift, windows, count)))
     first = tf.gather(pieces.ids.row_starts(), example)
     chosen = tf.ragged.range(first + begin, first + end)  # [windows, (pieces)], batch-wide
 
@@ -243,7 +243,7 @@ def best_in_windows(start_logits, end_logits, windows: Windows):
                & (last - first < MAX_ANSWER_PIECES))  # [windows, k, k]
     scores = (tf.cast(tf.gather(start_logits, starts, batch_dims=1), tf.float64)[:, :, None]
               + tf.cast(tf.gather(end_logits, ends, batch_dims=1), tf.float64)[:, None, :])
-    scores = tf.reshape(tf.where(allowed, scores, float("-inf")), [tf.shape(starts)[0], -1])
+    scores = tf.reshape(tf.where(allowed, scores, float("-inf")), [tf.shape(starts)[0], k * k])
     pair = tf.cast(_first_max(scores), tf.int32)  # in (start rank, end rank) order
     return (tf.gather(scores, pair, batch_dims=1),
             tf.gather(starts, pair // k, batch_dims=1), tf.gather(ends, pair % k, batch_dims=1))
@@ -262,7 +262,9 @@ def best_spans(logits: dict, windows: Windows) -> BestSpans:
     window = tf.math.segment_min(
         tf.where(score == tf.gather(best, windows.example), tf.range(rows), rows),
         windows.example)  # [batch], the first window reaching the best
-    null = (tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64))
+    # [CLS]'s start + end; [:, :1], not [:, 0]: an empty batch has no position at all
+    null = tf.reduce_sum(tf.cast(start_logits[:, :1], tf.float64)
+                         + tf.cast(end_logits[:, :1], tf.float64), axis=1)  # [windows]
     at = tf.stack([window, tf.cast(tf.gather(start, window), tf.int64)], axis=1)
     until = tf.stack([window, tf.cast(tf.gather(end, window), tf.int64)], axis=1)
     return BestSpans(best, tf.gather_nd(windows.char_start, at),
