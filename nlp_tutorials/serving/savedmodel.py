@@ -19,7 +19,9 @@ multiple-choice tasks.
 A multiple-choice model (SWAG, CommonsenseQA) has ``serving_default``: ``context`` (string
 [batch]) and ``endings`` (string [batch, choices]) -> ``probabilities`` (float32 [batch,
 choices]), ``choice`` (int32 [batch]) and ``ending`` (string [batch], the chosen one's text);
-and ``predict_ids`` on ids [batch, choices, step]. Token tagging and span models are refused.
+and ``predict_ids`` on ids [batch, choices, step]. SQuAD models are served by
+:class:`nlp_tutorials.serving.spans.SpanModule` (a question and its context in, the answer's
+text and characters out). Token tagging models are refused.
 
 The string signatures need tensorflow-text's ops (``FastWordpieceTokenizer``, ``RegexSplit``,
 ``NormalizeUTF8``) wherever the model is loaded: ``import tensorflow_text`` before
