@@ -20,8 +20,9 @@ A multiple-choice model (SWAG, CommonsenseQA) has ``serving_default``: ``context
 [batch]) and ``endings`` (string [batch, choices]) -> ``probabilities`` (float32 [batch,
 choices]), ``choice`` (int32 [batch]) and ``ending`` (string [batch], the chosen one's text);
 and ``predict_ids`` on ids [batch, choices, step]. A token-tagging model (CoNLL-2003, a user's
-``--format conll`` tags) is served by :mod:`nlp_tutorials.serving.tagging`: a sentence in, its
-words and their tags out. Span models are refused.
+``--format conll`` tags) is served by :mod:`nlp_tutorials.serving.tagging` (a sentence in, its
+words and their tags out), a SQuAD model by :mod:`nlp_tutorials.serving.spans` (a question and
+its context in, the answer's text and characters out).
 
 The string signatures need tensorflow-text's ops (``FastWordpieceTokenizer``, ``RegexSplit``,
 ``NormalizeUTF8``) wherever the model is loaded: ``import tensorflow_text`` before
@@ -285,7 +286,8 @@ class ChoiceModule(SequenceModule):
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
-# The module serving each shape; the others are refused (see export_model).
+# The module serving each shape (token tagging and spans are added by the package's
+# __init__); a shape with none is refused (see export_model).
 SERVING_MODULES = {"sequence": SequenceModule, "choice": ChoiceModule}
 
 
@@ -311,9 +313,10 @@ def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
     refuse_existing(target, overwrite, "--output")
     head, tokenizer, task = load_finetuned(model_dir)
     if task.shape not in SERVING_MODULES:
-        raise UserError(f"{model_dir}: a {task.shape} task's model ({task.title}); export-model "
-                        f"serves sequence classifiers and multiple choice only, not {task.shape} "
-                        f"tasks")
+        served = sorted(SERVING_MODULES)
+        raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape!r}; "
+                        f"export-model serves the shapes {', '.join(served[:-1])} and "
+                        f"{served[-1]}")
     module = SERVING_MODULES[task.shape](head, tokenizer, task, strings=not ids_only)
     signatures = module.signatures()
     save_folder_atomic(target, lambda tmp: tf.saved_model.save(module, str(tmp),

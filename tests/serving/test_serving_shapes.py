@@ -1,7 +1,8 @@
 """export-model for every task shape it serves: a sentence task with three named labels, a
 regression and a multiple-choice task, each exported and called in a fresh Python, against
-the head's own outputs on the task's encoding, at the task's maximum length; span models are
-refused in one line. Token tagging: test_tagging_export.py."""
+the head's own outputs on the task's encoding, at the task's maximum length; a shape with no
+serving module is refused in one line. Token tagging: test_tagging_export.py; spans:
+test_span_export.py."""
 import numpy as np
 import pytest
 
@@ -10,7 +11,7 @@ from fake_tasks import (ChoiceTask, Question, ScoreTask, Sentence, SentenceTask,
 from fresh_process import load_elsewhere
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
-from nlp_tutorials.tasks.base import softmax
+from nlp_tutorials.tasks.base import HEAD_CLASSES, softmax
 from nlp_tutorials.tasks.mrpc import MrpcTask
 
 tf = pytest.importorskip("tensorflow")
@@ -120,21 +121,21 @@ def test_a_sentence_is_truncated_at_the_tasks_max_len_not_the_positions():
     assert np.abs(at_positions - want).max() > 0.01  # the long sentences answer otherwise
 
 
-@pytest.mark.parametrize("shape", ["span"])
-def test_span_models_are_refused_in_one_line(shape, tmp_path, monkeypatch):
+def test_a_shape_without_a_serving_module_is_refused_in_one_line(tmp_path, monkeypatch):
     from nlp_tutorials.serving.savedmodel import export_model
 
-    class Tagged(SentenceTask):
-        name, title = f"fake_{shape}", f"Fake {shape}"
+    class Unserved(SentenceTask):
+        name, title = "fake_unserved", "Fake unserved"
 
-    Tagged.shape = shape
-    monkeypatch.setitem(TASKS, Tagged.name, Tagged)
-    task = Tagged()
+    monkeypatch.setitem(TASKS, Unserved.name, Unserved)
+    task = Unserved()
     head, tokenizer = tiny_wordpiece_head(task)
     save_model(head, tokenizer, task, tmp_path / "model")
+    monkeypatch.setattr(Unserved, "shape", "unserved")  # a shape no serving module takes
+    monkeypatch.setitem(HEAD_CLASSES, "unserved", HEAD_CLASSES["sequence"])
     with pytest.raises(UserError) as error:
         export_model(tmp_path / "model", tmp_path / "served")
-    assert str(error.value) == (f"{tmp_path / 'model'}: a {shape} task's model (Fake {shape}); "
-                                f"export-model serves sequence classifiers and multiple choice "
-                                f"only, not {shape} tasks")
+    assert str(error.value) == (f"{tmp_path / 'model'}: a Fake unserved model, of shape "
+                                f"'unserved'; export-model serves the shapes choice, sequence, "
+                                f"span and token")
     assert not (tmp_path / "served").exists()
