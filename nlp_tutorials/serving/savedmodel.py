@@ -152,11 +152,11 @@ def pack(segments, max_len: int, cls_id: int, sep_id: int, pad_id: int):
     return ids.to_tensor(default_value=pad_id), types.to_tensor()
 
 
-def _ids_spec(name: str):
+def ids_spec(name: str):
     return tf.TensorSpec([None, None], tf.int32, name=name)
 
 
-def _strings_spec(name: str):
+def strings_spec(name: str):
     return tf.TensorSpec([None], tf.string, name=name)
 
 
@@ -236,12 +236,12 @@ class SequenceModule(tf.Module):
         """The concrete functions to export, by signature name; without a graph tokenizer
         (word-level vocabulary) ``predict_ids`` only."""
         functions = {"predict_ids": tf.function(self.predict_ids, input_signature=[
-            _ids_spec("input_ids"), _ids_spec("token_type_ids"), _ids_spec("attention_mask")])}
+            ids_spec("input_ids"), ids_spec("token_type_ids"), ids_spec("attention_mask")])}
         if self.tokenizer is not None:
             functions["serving_default"] = tf.function(self.serving_default, input_signature=[
-                _strings_spec(name) for name in self.text_inputs])
+                strings_spec(name) for name in self.text_inputs])
             functions["encode"] = tf.function(self.encode,
-                                              input_signature=[_strings_spec("sentence")])
+                                              input_signature=[strings_spec("sentence")])
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
@@ -282,7 +282,7 @@ class ChoiceModule(SequenceModule):
         functions = {"predict_ids": tf.function(self.predict_ids, input_signature=ids)}
         if self.tokenizer is not None:
             functions["serving_default"] = tf.function(self.serving_default, input_signature=[
-                _strings_spec("context"), tf.TensorSpec([None, None], tf.string, name="endings")])
+                strings_spec("context"), tf.TensorSpec([None, None], tf.string, name="endings")])
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
 

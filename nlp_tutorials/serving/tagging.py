@@ -37,8 +37,8 @@ import tensorflow as tf
 import nlp_tutorials.tasks.entities as entities
 from nlp_tutorials.serving.savedmodel import (
     SequenceModule,
-    _ids_spec,
-    _strings_spec,
+    ids_spec,
+    strings_spec,
     import_tensorflow_text,
     pack,
 )
@@ -191,8 +191,8 @@ class TaggingModule(SequenceModule):
     def signatures(self) -> dict:
         """``predict_ids`` and, with a graph tokenizer, ``serving_default``."""
         functions = {"predict_ids": tf.function(self.predict_ids, input_signature=[
-            _ids_spec("input_ids"), _ids_spec("token_type_ids"), _ids_spec("attention_mask")])}
+            ids_spec("input_ids"), ids_spec("token_type_ids"), ids_spec("attention_mask")])}
         if self.tokenizer is not None:
             functions["serving_default"] = tf.function(
-                self.serving_default, input_signature=[_strings_spec("sentence")])
+                self.serving_default, input_signature=[strings_spec("sentence")])
         return {name: function.get_concrete_function() for name, function in functions.items()}
