@@ -4,7 +4,9 @@ Paraphrases share most of their words, so a logistic regression on ten overlap f
 scores 74.0% accuracy / 81.7 F1 on the MRPC test split, against 66.5% / 79.9 for always
 answering "paraphrase". A model that does not beat this has learned little beyond word matching.
 
-    python -m nlp_tutorials.baseline     # prints both baselines' test accuracy and F1
+    python -m nlp_tutorials.baseline     # both, and a bag of words, on MRPC test
+
+(the command, and every other task's baselines: :mod:`nlp_tutorials.analysis.task_baselines`).
 
 Features of a pair (see :func:`feature_names`), on lower-cased word tokens, punctuation left out:
 
@@ -25,16 +27,14 @@ stems 75.0 / 82.5, within the noise (fold std 1.7 points), so left out to stay s
 split is used only to report the final score: 74.0% / 81.7. Importing this module does not
 import TensorFlow, nor scikit-learn until a model is fitted.
 """
-import argparse
 import re
-import sys
 import unicodedata
 
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.metrics import accuracy, f1_score, majority_baseline
+from nlp_tutorials.tasks.metrics import accuracy, f1_score
 
 NGRAM_SIZES = (1, 2, 3)
 
@@ -52,6 +52,14 @@ def words(text: str) -> list[str]:
     on train scores slightly better without it).
     """
     return _WORD_RE.findall(unicodedata.normalize("NFC", text).lower())
+
+
+def word_spans(text: str) -> list[tuple[str, int, int]]:
+    """(lower-cased word, first character, one past the last) of each word of ``text``, cut as
+    :func:`words` cuts it, the offsets into ``text`` itself (not NFC-normalised), so that a
+    span of words can be answered with the text's own characters."""
+    return [(match.group().lower(), match.start(), match.end())
+            for match in _WORD_RE.finditer(text)]
 
 
 def numbers(text: str) -> set[str]:
@@ -134,30 +142,3 @@ def evaluate_overlap_baseline(train_pairs=None, test_pairs=None) -> dict:
     labels = np.array([p.label for p in test_pairs])
     predictions = model.predict(pair_features(test_pairs))
     return {"accuracy": accuracy(labels, predictions), "f1": f1_score(labels, predictions)}
-
-
-def _report(name: str, scores: dict) -> str:
-    return f"{name}: accuracy {100 * scores['accuracy']:.1f}% F1 {100 * scores['f1']:.1f}"
-
-
-def main(argv=None) -> int:
-    """Print the majority and word-overlap baselines on MRPC test; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m nlp_tutorials.baseline",
-        description="MRPC test accuracy and F1 of the majority-class and word-overlap baselines, "
-                    "both fitted on MRPC train.")
-    parser.add_argument("--data-dir", default=None,
-                        help="folder holding the MRPC files (default: the repo's data/MRPC)")
-    args = parser.parse_args(argv)
-    try:
-        task = get_task("mrpc", data_dir=args.data_dir)
-        train, test = task.examples("train"), task.examples("test")
-        majority = majority_baseline([p.label for p in train], [p.label for p in test])
-        overlap = evaluate_overlap_baseline(train, test)
-    except UserError as err:
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
-        return 2
-    print(_report("majority", majority))
-    print(_report("word overlap", overlap))
-    return 0
-

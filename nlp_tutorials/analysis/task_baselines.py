@@ -1,0 +1,534 @@
+"""Simple baselines for every task, scored by the task's own ``score`` on the splits a
+fine-tuned model is scored on: what BERT buys is its distance from these.
+
+    python -m nlp_tutorials.baseline --task rte --data glue/RTE
+    python -m nlp_tutorials.baseline --task squad --data squad --train-articles 38
+
+Each baseline is fitted on train only (any setting it has is chosen by cross-validation on
+train only) and scored on every labelled split a model is scored on: dev, and test when the
+task has a test file (CoNLL-2003's eng.testb, MNLI's mismatched dev, MRPC's shipped test).
+One line each: ``name (setting): the task's metrics on split (file, examples)``.
+
+=====================  =====================================================================
+task (shape)           baselines
+=====================  =====================================================================
+classification         ``majority``: train's most frequent label; ``bag of words``: logistic
+(GLUE, MRPC)           regression on the words of the sentence, or of each sentence of a pair
+                       and the words they share (:func:`fit_bag_of_words`). MRPC keeps its
+                       ``word overlap`` (:mod:`nlp_tutorials.analysis.baseline`).
+STS-B (a score)        ``train mean`` (a constant: both correlations are 0 by the metrics'
+                       convention); ``ridge``: ridge regression on the pair's bag of words and
+                       MRPC's ten overlap features (:func:`fit_ridge`).
+CoNLL-2003 (tags)      ``most frequent tag``: each word's most frequent train tag, "O" for a
+                       word train never saw (:func:`fit_most_frequent_tag`).
+SQuAD (spans)          ``sliding window``: the sentence sharing most question words, and the run
+                       of its words nearest them (:func:`sliding_window_answer`); v2.0 adds
+                       ``always no answer``.
+multiple choice        ``majority position``: train's most frequent answer position; ``word
+                       overlap``: the ending sharing most words with the context.
+=====================  =====================================================================
+
+SQuAD's training files are large and not always at hand: with only a dev file,
+``--train-articles N`` splits it by article (:func:`split_by_article`). Importing this module
+imports neither TensorFlow nor scikit-learn (fitting imports scikit-learn).
+"""
+import argparse
+import math
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from nlp_tutorials.analysis.baseline import (
+    fit_overlap_baseline,
+    overlap_features,
+    pair_features,
+    word_spans,
+    words,
+)
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks import get_task
+from nlp_tutorials.tasks.base import PERCENT_SCORES, ClassPrediction, Task, counted
+from nlp_tutorials.tasks.entities import OUTSIDE, to_iob2
+from nlp_tutorials.tasks.glue import SCORERS, ScorePrediction
+from nlp_tutorials.tasks.mrpc import MrpcTask
+from nlp_tutorials.tasks.squad import SpanPrediction, load_squad_json
+
+# Function words, left out where words are matched across texts (question and context, context
+# and ending): a shared "the" or "of" says nothing about which sentence or ending is meant.
+STOPWORDS = frozenset("""
+    a an the of in on at to for from by with as and or but if than then that this these those
+    is are was were be been being am do does did has have had it its he she they them his her
+    their we you i what which who whom whose when where why how there here not no so such into
+    about over under after before during between through up down out off can could would
+    should will shall may might must also""".split())
+
+# Settings tried by cross-validation on train: logistic regression's inverse penalty C, ridge's
+# penalty alpha; the folds are shuffled with a fixed seed, so every run picks the same.
+C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+ALPHA_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+FOLDS = 5
+
+# A sentence ends at ".", "!" or "?" before white space (crude: "U.S. Army" is cut too).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class BaselineScore(NamedTuple):
+    """One baseline on one split: its ``name`` (and setting), the ``split`` scored (in words,
+    with its file and size) and the task's ``scores`` (``Task.score``'s dict)."""
+    name: str
+    split: str
+    scores: dict
+
+
+def content_words(text: str) -> set[str]:
+    """The distinct words of ``text`` (:func:`~nlp_tutorials.analysis.baseline.words`) that
+    are not :data:`STOPWORDS`."""
+    return set(words(text)) - STOPWORDS
+
+
+def chosen(label: int, choices: int) -> ClassPrediction:
+    """A :class:`ClassPrediction` of ``label`` out of ``choices``, all its probability there."""
+    return ClassPrediction(int(label), np.eye(choices, dtype=np.float32)[label])
+
+
+# Sentence and sentence-pair classification.
+
+def is_pair_task(task: Task) -> bool:
+    """Whether an example is a sentence pair (MRPC, or a GLUE pair task)."""
+    return isinstance(task, MrpcTask) or task.pair
+
+
+def sentence_texts(task: Task, examples) -> list:
+    """Each example's text: the sentence, or the pair as a tuple of two sentences."""
+    if isinstance(task, MrpcTask):
+        return [(p.s1, p.s2) for p in examples]
+    return [(e.text, e.pair) if task.pair else e.text for e in examples]
+
+
+def label_ids(task: Task, examples) -> np.ndarray:
+    """Each example's label as an index into ``task.labels``: int [n]."""
+    if isinstance(task, MrpcTask):
+        return np.array([p.label for p in examples])  # 0 or 1, the index of "0" or "1"
+    return task.label_array(examples)
+
+
+def fit_majority(task: Task, train):
+    """(predict, "") where ``predict(examples)`` answers train's most frequent label for
+    each; on a tie, the label first in ``task.labels``."""
+    majority = int(np.argmax(np.bincount(label_ids(task, train), minlength=task.num_labels)))
+    return lambda examples: [chosen(majority, task.num_labels) for _ in examples], ""
+
+
+def fit_mrpc_overlap(task: Task, train):
+    """(predict, "") of MRPC's word-overlap logistic regression
+    (:func:`~nlp_tutorials.analysis.baseline.fit_overlap_baseline`)."""
+    model = fit_overlap_baseline(train)
+    return lambda pairs: [chosen(label, 2) for label in model.predict(pair_features(pairs))], ""
+
+
+def first_words(pair) -> list[str]:
+    """The words of a pair's first sentence (a block of the pair's bag of words)."""
+    return words(pair[0])
+
+
+def second_words(pair) -> list[str]:
+    """The words of a pair's second sentence."""
+    return words(pair[1])
+
+
+def shared_words(pair) -> list[str]:
+    """The words both sentences of a pair hold: the block that can see them agree."""
+    return sorted(set(words(pair[0])) & set(words(pair[1])))
+
+
+def bag_of_words(pair: bool):
+    """An unfitted scikit-learn transformer: texts -> binary word features [n, vocabulary].
+
+    A sentence: a column per train word, 1 where the sentence holds it. A pair: three such
+    blocks side by side, the first sentence's words, the second's, and the words both hold
+    (two blocks alone cannot tell a linear model whether the sentences agree). Compared by
+    5-fold cross-validation on train, C from 0.03 to 10, accuracy: MRPC 71.5% with the third
+    block, 70.1 without, 69.8 with one bag for both sentences; RTE 55.3, 55.2 and 53.1."""
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.pipeline import FeatureUnion
+
+    if not pair:
+        return CountVectorizer(analyzer=words, binary=True)
+    return FeatureUnion([(name, CountVectorizer(analyzer=analyzer, binary=True))
+                         for name, analyzer in (("first", first_words), ("second", second_words),
+                                                ("shared", shared_words))])
+
+
+def grid_search(task: Task, model, grid: dict, folds, train, targets):
+    """``model`` fitted on ``train`` (its texts) and ``targets`` [n] with the setting of
+    ``grid`` that scores best over ``folds`` of train, by the task's first metric (the one
+    that picks the best epoch)."""
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import GridSearchCV
+
+    scorer = make_scorer(SCORERS[task.metrics[0][0]])
+    search = GridSearchCV(model, grid, scoring=scorer, cv=folds)
+    return search.fit(sentence_texts(task, train), targets)
+
+
+def fit_bag_of_words(task: Task, train, seed: int = 0):
+    """(predict, "C ...") of logistic regression on :func:`bag_of_words`.
+
+    C is chosen from :data:`C_GRID` by 5-fold stratified cross-validation on train (accuracy,
+    or CoLA's Matthews correlation); each fold learns its own vocabulary, the final fit all of
+    train's. The lbfgs solver is deterministic, and multinomial for MNLI's three labels."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import Pipeline
+
+    model = Pipeline([("words", bag_of_words(is_pair_task(task))),
+                      ("logistic", LogisticRegression(max_iter=1000, random_state=seed))])
+    search = grid_search(task, model, {"logistic__C": C_GRID},
+                         StratifiedKFold(FOLDS, shuffle=True, random_state=seed), train,
+                         label_ids(task, train))
+
+    def predict(examples):
+        labels = search.predict(sentence_texts(task, examples))  # [n]
+        return [chosen(label, task.num_labels) for label in labels]
+
+    return predict, f"C {search.best_params_['logistic__C']:g}"
+
+
+# STS-B: a similarity score per pair.
+
+def fit_train_mean(task: Task, train):
+    """(predict, "") answering train's mean score for every pair."""
+    mean = float(np.mean([e.label for e in train]))
+    return lambda examples: [ScorePrediction(mean) for _ in examples], ""
+
+
+def overlap_block(pairs) -> np.ndarray:
+    """MRPC's ten overlap features of each pair: float64 [n, 10]."""
+    return np.array([overlap_features(a, b) for a, b in pairs]).reshape(len(pairs), -1)
+
+
+def fit_ridge(task: Task, train, seed: int = 0):
+    """(predict, "alpha ...") of ridge regression on the pair's :func:`bag_of_words` beside
+    MRPC's overlap features (standardised).
+
+    alpha is chosen from :data:`ALPHA_GRID` by 5-fold cross-validation on train, scored by
+    Pearson's r. Compared the same way on STS-B train: words and overlap r 0.711, overlap
+    alone 0.616, words alone 0.495."""
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import KFold
+    from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    overlap = make_pipeline(FunctionTransformer(overlap_block), StandardScaler())
+    model = Pipeline([("features", FeatureUnion([("words", bag_of_words(True)),
+                                                 ("overlap", overlap)])),
+                      ("ridge", Ridge())])
+    search = grid_search(task, model, {"ridge__alpha": ALPHA_GRID},
+                         KFold(FOLDS, shuffle=True, random_state=seed), train,
+                         np.array([e.label for e in train], np.float64))
+
+    def predict(examples):
+        return [ScorePrediction(float(s)) for s in search.predict(sentence_texts(task, examples))]
+
+    return predict, f"alpha {search.best_params_['ridge__alpha']:g}"
+
+
+# CoNLL-2003: a tag per word.
+
+def fit_most_frequent_tag(task: Task, train):
+    """(predict, "") tagging each word with its most frequent tag in ``train`` (IOB2, as the
+    task reads them; on a tie the tag first in ``task.labels``), "O" for a word train never
+    saw; words match exactly, case and all. Each sentence's tags are then written as IOB2, as
+    the task writes a model's: a stray ``I-`` that starts an entity becomes ``B-``."""
+    counts = defaultdict(Counter)  # word -> tag -> count
+    for sentence in train:
+        for word, tag in zip(sentence.words, sentence.tags):
+            counts[word][tag] += 1
+    rank = {tag: index for index, tag in enumerate(task.labels)}
+    best = {word: min(tags, key=lambda tag: (-tags[tag], rank[tag]))
+            for word, tags in counts.items()}
+    return lambda sentences: [to_iob2([best.get(word, OUTSIDE) for word in s.words])
+                              for s in sentences], ""
+
+
+# SQuAD: an answer span, or none.
+
+def sentence_of_words(context: str, spans) -> np.ndarray:
+    """The sentence (from 0) each of ``spans``' words is in: int [words]."""
+    ends = [match.start() for match in _SENTENCE_END.finditer(context)]
+    return np.searchsorted(ends, [start for _, start, _ in spans], side="right")
+
+
+def runs_between(indexes, is_question_word, spans) -> list[list[int]]:
+    """The runs of consecutive word indexes between the question's words, each stripped of
+    stopwords at both ends; empty runs are dropped."""
+    runs, run = [], []
+    for index in list(indexes) + [None]:  # None closes the last run
+        if index is not None and not is_question_word[index]:
+            run.append(index)
+            continue
+        while run and spans[run[0]][0] in STOPWORDS:
+            run.pop(0)
+        while run and spans[run[-1]][0] in STOPWORDS:
+            run.pop()
+        if run:
+            runs.append(run)
+        run = []
+    return runs
+
+
+def sliding_window_answer(question: str, context: str) -> tuple[str, int, int, float]:
+    """(answer, first character, one past the last, overlap) by word overlap.
+
+    After Rajpurkar et al. (2016, section 5), without their parser's constituents:
+
+    1. The window is a sentence of the context (cut after ".", "!" or "?").
+    2. Its overlap is the sum, over the question's words (less :data:`STOPWORDS`) it holds, of
+       ``log(1 + 1 / count)``, count being the word's occurrences in the context (Richardson
+       et al.'s 2013 inverse count: a rare shared word says more). The best sentence wins,
+       the earlier on a tie.
+    3. Candidate answers are the runs of its words between the question's words, stripped of
+       stopwords at both ends. The answer is the run nearest (in words) to a question word in
+       the sentence, then the shorter, then the earlier; with no question word in the context
+       at all, the first sentence's first run.
+
+    Words match lower-cased, punctuation left out (``analysis.baseline.words``); the answer is
+    the context's own characters from the run's first word to its last; ("", -1, -1,
+    overlap) when the sentence holds no run.
+
+    Chosen on the 38 train articles of SQuAD v1.1 dev (``--train-articles 38``), F1 / exact
+    match: this 21.3 / 8.1; the longest run instead of the nearest 21.7 / 4.0 (the nearest is
+    kept: half a point of F1 for twice the exact matches); the first run 19.9 / 6.9; runs
+    also cut at stopwords 16.8 / 10.2; plain counts instead of inverse counts 20.6 / 7.9; the
+    whole sentence 20.4 / 0.3.
+    """
+    spans = word_spans(context)  # [(word, start, end)]
+    if not spans:
+        return "", -1, -1, 0.0
+    asked = content_words(question)
+    count = Counter(word for word, _, _ in spans)
+    sentence = sentence_of_words(context, spans)  # [words]
+    weights = defaultdict(list)  # sentence -> the weight of each question word it holds, once
+    for s, word in {(s, word) for (word, _, _), s in zip(spans, sentence) if word in asked}:
+        weights[s].append(math.log(1 + 1 / count[word]))
+    # fsum is exact whatever the order (a set's order changes from run to run), so equal
+    # overlaps tie exactly and the earlier sentence wins in every run.
+    overlap = np.array([math.fsum(weights[s]) for s in range(sentence[-1] + 1)])
+    best = int(np.argmax(overlap))  # the first of equal overlaps
+    indexes = np.flatnonzero(sentence == best)
+    is_question_word = [word in asked for word, _, _ in spans]
+    runs = runs_between(indexes, is_question_word, spans)
+    if not runs:
+        return "", -1, -1, float(overlap[best])
+    matched = [i for i in indexes if is_question_word[i]]
+    run = runs[0]
+    if matched:  # min keeps the first of equals: the earlier run
+        run = min(runs, key=lambda r: (min(abs(i - j) for i in r for j in matched), len(r)))
+    start, end = spans[run[0]][1], spans[run[-1]][2]
+    return context[start:end], start, end, float(overlap[best])
+
+
+def fit_sliding_window(task: Task, train):
+    """(predict, "") answering each question with :func:`sliding_window_answer` (nothing is
+    learnt). Its overlap is the prediction's ``score`` and the null score is 0, so v2.0's
+    no-answer score is minus the overlap."""
+    def predict(questions):
+        found = []
+        for q in questions:
+            text, start, end, overlap = sliding_window_answer(q.question, q.context)
+            found.append(SpanPrediction(text, start, end, overlap, 0.0, text))
+        return found
+
+    return predict, ""
+
+
+def fit_no_answer(task: Task, train):
+    """(predict, "") answering no question (SQuAD v2.0's "always no answer")."""
+    return lambda questions: [SpanPrediction("", -1, -1, -math.inf, 0.0, "")
+                              for _ in questions], ""
+
+
+# Multiple choice: the right ending.
+
+def answer_positions_by_frequency(task: Task, train) -> list[int]:
+    """The answer positions (ending indexes), the most frequent in ``train`` first (the
+    earlier on a tie)."""
+    counts = np.bincount([e.label for e in train], minlength=task.num_labels)
+    return [int(position) for position in np.argsort(-counts, kind="stable")]
+
+
+def fit_majority_position(task: Task, train):
+    """(predict, "") always choosing the ending at train's most frequent answer position."""
+    position = answer_positions_by_frequency(task, train)[0]
+    return lambda examples: [chosen(position, len(e.endings)) for e in examples], ""
+
+
+def fit_word_overlap_choice(task: Task, train):
+    """(predict, "") choosing the ending that shares the most distinct words (less
+    :data:`STOPWORDS`) with the context; among endings that share as many, the one at the
+    answer position most frequent in train."""
+    rank = {position: order for order, position
+            in enumerate(answer_positions_by_frequency(task, train))}
+
+    def choose(example) -> ClassPrediction:
+        context = content_words(example.context)
+        shared = [len(context & content_words(ending)) for ending in example.endings]
+        best = min(range(len(shared)), key=lambda i: (-shared[i], rank.get(i, i)))
+        return chosen(best, len(shared))
+
+    return lambda examples: [choose(e) for e in examples], ""
+
+
+# Which baselines, on which splits.
+
+def baselines_for(task: Task) -> list[tuple[str, object]]:
+    """(name, fit) of each baseline of ``task``; ``fit(task, train)`` returns ``(predict,
+    setting)``: ``predict(examples)`` gives one prediction per example, as the task's
+    ``score`` reads them, and ``setting`` says what was chosen on train ("" for nothing)."""
+    if task.shape == "token":
+        return [("most frequent tag", fit_most_frequent_tag)]
+    if task.shape == "choice":
+        return [("majority position", fit_majority_position),
+                ("word overlap", fit_word_overlap_choice)]
+    if task.shape == "span":
+        return [("sliding window", fit_sliding_window)] + (
+            [("always no answer", fit_no_answer)] if task.version == "2.0" else [])
+    if getattr(task, "regression", False):
+        return [("train mean", fit_train_mean), ("ridge", fit_ridge)]
+    found = [("majority", fit_majority), ("bag of words", fit_bag_of_words)]
+    if isinstance(task, MrpcTask):  # its own yardstick, printed second as it always was
+        found.insert(1, ("word overlap", fit_mrpc_overlap))
+    return found
+
+
+def article_titles(path) -> list[str]:
+    """The title of each article of a SQuAD file, in file order ("" where one has none)."""
+    return [article.get("title", "") for article in load_squad_json(path)]
+
+
+def split_by_article(task: Task, train_articles: int) -> tuple[list, tuple[str, list]]:
+    """(train questions, (what is scored, its questions)) from SQuAD's dev file alone.
+
+    The articles are sorted by title (Python's string order; equal titles keep file order):
+    the questions of the first ``train_articles`` train, those of the others are scored. The
+    measurements here use 38 of v1.1's 48 articles and 28 of v2.0's 35.
+    """
+    path = task.path("dev")
+    if path is None:
+        raise task.missing("dev")
+    questions = task.examples("dev")  # checked: an article is a dict, with paragraphs
+    titles = article_titles(path)
+    if not 0 < train_articles < len(titles):
+        raise UserError(f"--train-articles {train_articles}: expected 1 to {len(titles) - 1} "
+                        f"({path.name} has {len(titles)} articles)")
+    order = sorted(range(len(titles)), key=titles.__getitem__)
+    training = set(order[:train_articles])
+    train = [q for q in questions if q.article in training]
+    scored = [q for q in questions if q.article not in training]
+    return train, (f"{path.name}, the last {len(titles) - train_articles} of {len(titles)} "
+                   f"articles by title ({counted(len(scored), 'question')})", scored)
+
+
+def scored_splits(task: Task) -> list[tuple[str, list]]:
+    """(what is scored, its examples) of each labelled split the task has a file for: dev,
+    then test. None at all is the task's own error for a missing dev file."""
+    found = []
+    for split in ("dev", "test"):
+        path = task.path(split)
+        if path is not None:
+            examples = task.examples(split)
+            found.append((f"{split} ({Path(path).name}, {counted(len(examples), 'example')})",
+                          examples))
+    if not found:
+        raise task.missing("dev")
+    return found
+
+
+def train_and_scored(task: Task, train_articles: int | None) -> tuple[list, list]:
+    """(train examples, [(what is scored, its examples)]): the task's files, or with
+    ``train_articles`` (SQuAD only) :func:`split_by_article`'s split of its dev file."""
+    if train_articles is None:
+        if task.shape == "span" and task.path("train") is None:
+            raise UserError(f"{task.missing('train')}; or --train-articles N to split the dev "
+                            f"file by article")
+        return task.examples("train"), scored_splits(task)
+    if task.shape != "span":
+        raise UserError(f"--train-articles {train_articles}: only SQuAD (squad, squad2) is "
+                        f"split by article; {task.name} has its own train file")
+    train, scored = split_by_article(task, train_articles)
+    return train, [scored]
+
+
+def run_baselines(task: Task, train_articles: int | None = None) -> list[BaselineScore]:
+    """Each of :func:`baselines_for` the task, fitted on train and scored on each split
+    scored (:func:`train_and_scored`), a :class:`BaselineScore` per baseline and split.
+
+    Fitting uses one BLAS thread: these sparse fits are small, and OpenBLAS's idle threads
+    spinning for work made them 10 to 20 times slower on a 2-core machine with other jobs."""
+    from threadpoolctl import threadpool_limits
+
+    train, splits = train_and_scored(task, train_articles)
+    results = []
+    for name, fit in baselines_for(task):
+        with threadpool_limits(limits=1, user_api="blas"):
+            predict, setting = fit(task, train)
+        shown = f"{name} ({setting})" if setting else name
+        results += [BaselineScore(shown, split, task.score(examples, predict(examples)))
+                    for split, examples in splits]
+    return results
+
+
+def describe(task: Task, scores: dict) -> str:
+    """The task's metrics x100, as GLUE writes them: ``accuracy 66.5% F1 79.9``."""
+    return " ".join(f"{printed} {100 * scores[key]:.1f}{'%' if key in PERCENT_SCORES else ''}"
+                    for key, printed in task.metrics)
+
+
+def report_line(task: Task, result: BaselineScore) -> str:
+    """``majority: accuracy 66.5% F1 79.9 on test (msr_paraphrase_test.txt, 1,725
+    examples)``."""
+    return f"{result.name}: {describe(task, result.scores)} on {result.split}"
+
+
+# The command line.
+
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m nlp_tutorials.baseline``."""
+    command = argparse.ArgumentParser(
+        prog="python -m nlp_tutorials.baseline",
+        description="Simple baselines of a task, fitted on its train split and scored by the "
+                    "task's own metrics on the splits a fine-tuned model is scored on: a line "
+                    "per baseline and split.")
+    command.add_argument("--task", default="mrpc",
+                         help="the task, as finetune names it (default: mrpc)")
+    command.add_argument("--data", "--data-dir", dest="data", default=None, metavar="DIR",
+                         help="folder holding the task's files (default: the shipped MRPC)")
+    for split in ("train", "dev", "test"):
+        command.add_argument(f"--{split}", default=None, metavar="FILE",
+                             help=f"the {split} file, given outright instead of found in --data")
+    command.add_argument("--train-articles", type=int, default=None, metavar="N",
+                         help="SQuAD from its dev file alone: articles sorted by title, the "
+                              "first N train, the others are scored (38 of v1.1's 48, 28 of "
+                              "v2.0's 35)")
+    return command
+
+
+def main(argv=None) -> int:
+    """Print each baseline of ``--task`` on each split scored; returns the exit status: 0, or
+    2 after one line naming what is wrong with the input."""
+    command = parser()
+    args = command.parse_args(argv)
+    try:
+        task = get_task(args.task, data_dir=args.data,
+                        paths={"train": args.train, "dev": args.dev, "test": args.test})
+        results = run_baselines(task, args.train_articles)
+    except UserError as err:
+        print(f"{command.prog}: error: {err}", file=sys.stderr)
+        return 2
+    for result in results:
+        print(report_line(task, result))
+    return 0
