@@ -126,9 +126,12 @@ def test_one_fit_step_is_one_step_of_the_training_loop_and_reports_its_loss(kind
     history = fitted.fit(as_dataset([batch]), epochs=1, verbose=0, shuffle=False)
     train_steps(looped, iter([{name: tf.constant(value) for name, value in batch.items()}]), 1, 1)
 
+    # Adam's first step moves a weight by about the rate (3e-3) whatever its gradient's size,
+    # so where a gradient is near Adam's epsilon the kernels' rounding shows (2e-6 seen); a
+    # step missed or taken twice would differ by the rate itself.
     moved = 0
     for start, by_fit, by_loop in zip(before, fitted.weights, looped.weights, strict=True):
-        np.testing.assert_allclose(by_fit.numpy(), by_loop.numpy(), rtol=0, atol=1e-6,
+        np.testing.assert_allclose(by_fit.numpy(), by_loop.numpy(), rtol=0, atol=1e-4,
                                    err_msg=by_fit.path)
         moved += not np.array_equal(by_fit.numpy(), start)
     assert moved > len(before) // 2  # the step did update the weights the loss reaches
