@@ -55,7 +55,8 @@ from nlp_tutorials.tasks.base import PERCENT_SCORES, ClassPrediction, Task, coun
 from nlp_tutorials.tasks.entities import OUTSIDE, to_iob2
 from nlp_tutorials.tasks.glue import SCORERS, ScorePrediction
 from nlp_tutorials.tasks.mrpc import MrpcTask
-from nlp_tutorials.tasks.squad import SpanPrediction, load_squad_json
+from nlp_tutorials.tasks.squad import SpanPrediction
+from nlp_tutorials.tasks.squad_split import split_by_title
 
 # Function words, left out where words are matched across texts (question and context, context
 # and ending): a shared "the" or "of" says nothing about which sentence or ending is meant.
@@ -405,31 +406,20 @@ def baselines_for(task: Task) -> list[tuple[str, object]]:
     return found
 
 
-def article_titles(path) -> list[str]:
-    """The title of each article of a SQuAD file, in file order ("" where one has none)."""
-    return [article.get("title", "") for article in load_squad_json(path)]
-
-
 def split_by_article(task: Task, train_articles: int) -> tuple[list, tuple[str, list]]:
-    """(train questions, (what is scored, its questions)) from SQuAD's dev file alone.
-
-    The articles are sorted by title (Python's string order; equal titles keep file order):
-    the questions of the first ``train_articles`` train, those of the others are scored. The
-    measurements here use 38 of v1.1's 48 articles and 28 of v2.0's 35.
-    """
+    """(train questions, (what is scored, its questions)) from SQuAD's dev file alone, split by
+    article as :func:`~nlp_tutorials.tasks.squad_split.split_by_title` splits it (the articles
+    sorted by title, the first ``train_articles`` train)."""
     path = task.path("dev")
     if path is None:
         raise task.missing("dev")
     questions = task.examples("dev")  # checked: an article is a dict, with paragraphs
-    titles = article_titles(path)
-    if not 0 < train_articles < len(titles):
-        raise UserError(f"--train-articles {train_articles}: expected 1 to {len(titles) - 1} "
-                        f"({path.name} has {len(titles)} articles)")
-    order = sorted(range(len(titles)), key=titles.__getitem__)
-    training = set(order[:train_articles])
+    training, scored_articles = split_by_title(path, train_articles)
+    training = set(training)
     train = [q for q in questions if q.article in training]
     scored = [q for q in questions if q.article not in training]
-    return train, (f"{path.name}, the last {len(titles) - train_articles} of {len(titles)} "
+    articles = len(training) + len(scored_articles)
+    return train, (f"{path.name}, the last {len(scored_articles)} of {articles} "
                    f"articles by title ({counted(len(scored), 'question')})", scored)
 
 

@@ -20,6 +20,7 @@ from nlp_tutorials.cli.settings import (
     EvaluateSettings,
     PredictSettings,
     PrepareSettings,
+    SplitSquadSettings,
     PretrainOptions,
     TranslateSettings,
     default_pickle,
@@ -135,6 +136,8 @@ BERT_COMMANDS = (
                      "mask or prune the least important", (HeadsSettings,), runs.heads),
     Command("export-model", "write the fine-tuned model as a SavedModel for TensorFlow Serving",
             (ExportModelSettings,), runs.export_model),
+    Command("split-squad", "split a SQuAD file by article (sorted by title) into a train file "
+                           "and a scored one", (SplitSquadSettings,), runs.split_squad),
 )
 GPT_COMMANDS = (
     Command("generate", "continue a prompt with the trained GPT", (GenerateSettings,),

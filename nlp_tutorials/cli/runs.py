@@ -209,6 +209,18 @@ def export_model(settings) -> None:
                            settings.overwrite, settings.ids_only)
 
 
+def split_squad(settings) -> None:
+    """``bert split-squad``: two SQuAD files, train and scored, from one; TensorFlow unneeded."""
+    if not Path(settings.input).is_file():
+        raise UserError(f"--input {settings.input}: no such file; expected a SQuAD JSON file")
+    from nlp_tutorials.tasks.squad_split import split_names, write_split
+
+    outputs = [Output("--output", Path(settings.output) / name)
+               for name in split_names(settings.input)]
+    with writing(outputs, {"--input": settings.input}):
+        write_split(settings.input, settings.train_articles, settings.output)
+
+
 def generate(settings) -> None:
     """``gpt generate``: the prompt continued, greedily or by seeded sampling."""
     start_tensorflow()

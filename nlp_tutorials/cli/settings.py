@@ -216,6 +216,19 @@ class ExportModelSettings(Settings):
 
 
 @dataclasses.dataclass(kw_only=True)
+class SplitSquadSettings(Settings):
+    """``split-squad``: a SQuAD file's articles split in two (nlp_tutorials.tasks.squad_split)."""
+
+    input: str = setting(help="a SQuAD JSON file (v1.1 or v2.0), e.g. dev-v1.1.json",
+                         metavar="FILE")
+    train_articles: int = setting(help="articles, first by title, that go to the train file; "
+                                       "the others go to the scored file", kind=positive_int,
+                                  metavar="N")
+    output: str = setting(help="folder to write train-vX.json and scored-vX.json into",
+                          metavar="DIR")
+
+
+@dataclasses.dataclass(kw_only=True)
 class GenerateSettings(Settings):
     """``gpt generate``: continue a prompt with the pre-trained GPT."""
 

@@ -24,6 +24,7 @@ from nlp_tutorials.cli.settings import (
     PlotSettings,
     PredictSettings,
     PrepareSettings,
+    SplitSquadSettings,
     PretrainOptions,
     TranslateSettings,
 )
@@ -307,6 +308,9 @@ DISPATCH = [
      (HeadsSettings(prune=0.5, recover_epochs=1),), {}),
     ("bert", ["export-model", "--output", "served", "--ids-only"],
      (ExportModelSettings(output="served", ids_only=True),), {}),
+    ("bert", ["split-squad", "--input", "dev-v1.1.json", "--train-articles", "38", "--output",
+              "split"],
+     (SplitSquadSettings(input="dev-v1.1.json", train_articles=38, output="split"),), {}),
     ("gpt", ["generate", "--prompt", "the", "--sample", "--top-k", "3"],
      (GenerateSettings(prompt="the", sample=True, top_k=3),), {}),
     ("transformer", ["translate", "03-11-29", "98-02-26"],
@@ -333,7 +337,7 @@ def test_the_table_names_each_commands_run_function():
     assert table == {
         "bert": {"train": runs.train, **shared, "finetune": runs.finetune,
                  "evaluate": runs.evaluate, "predict": runs.predict, "heads": runs.heads,
-                 "export-model": runs.export_model},
+                 "export-model": runs.export_model, "split-squad": runs.split_squad},
         "gpt": {"train": runs.train, **shared, "generate": runs.generate},
         "transformer": {"train": runs.train_dates, "translate": runs.translate,
                         "export": runs.export_dates, "plot": runs.plot,

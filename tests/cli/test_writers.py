@@ -88,6 +88,9 @@ def disk(tmp_path) -> Path:
     (tmp_path / "texts" / "a.txt").write_text("one line .\n\nanother .\n")
     (tmp_path / "attention.pkl").write_bytes(b"x")
     (tmp_path / "notes.txt").write_text("a file, not a folder")
+    (tmp_path / "squad").mkdir()
+    (tmp_path / "squad" / "train-v1.1.json").write_text(
+        json.dumps({"data": [{"title": "A", "paragraphs": []}, {"title": "B", "paragraphs": []}]}))
     return tmp_path
 
 
@@ -127,6 +130,11 @@ OVER_INPUTS = [  # (model, args, the line after "error: "), {d} the test's folde
     ("bert", ["export", "--model-dir", "{d}/model", "--output", "{d}/model/config.json"],
      "--output {d}/model/config.json lies inside --model-dir {d}/model; the command would "
      "write into what it reads: choose a path outside it"),
+    ("bert", ["split-squad", "--input", "{d}/squad/train-v1.1.json", "--train-articles", "1",
+              "--output", "{d}/squad"],
+     "--output {d}/squad/train-v1.1.json is the same file as --input "
+     "{d}/squad/train-v1.1.json; the command would write over what it reads: choose another "
+     "--output"),
     ("transformer", ["export", "--model-dir", "{d}/model", "--output", "{d}/model"],
      "--output {d}/model: is a folder; expected a file"),
     ("gpt", ["plot", "--input", "{d}/attention.pkl", "--output-dir", "{d}/attention.pkl"],
@@ -169,6 +177,8 @@ UNDER_A_FILE = [  # (model, args with {f}: a regular file), the flag at fault
     ("bert", ["finetune", "--output-dir", "{f}/mrpc"], "--output-dir", "{f}/mrpc"),
     ("gpt", ["export", "--output", "{f}/a.pkl"], "--output", "{f}/a.pkl"),
     ("bert", ["evaluate", "--output-dir", "{f}/scores"], "--output-dir", "{f}/scores"),
+    ("bert", ["split-squad", "--input", "{d}/squad/train-v1.1.json", "--train-articles", "1",
+              "--output", "{f}/split"], "--output", "{f}/split/train-v1.1.json"),
     ("transformer", ["plot", "--input", "{d}/attention.pkl", "--output-dir", "{f}/pictures"],
      "--output-dir", "{f}/pictures"),
 ]

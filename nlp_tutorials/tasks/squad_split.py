@@ -1,0 +1,62 @@
+"""A SQuAD file split by article: train on some articles, score the others.
+
+SQuAD's train files are large; where only a dev file is at hand, its articles can stand in for
+both. Questions about one article share its paragraphs, so the split is by article, never by
+question: the articles sorted by title (Python's string order, equal titles in file order), the
+first ``train_articles`` to train, the rest to score. The measurements in docs/tasks.md train
+on the first 38 of v1.1 dev's 48 articles and the first 28 of v2.0 dev's 35.
+
+:func:`write_split` writes the two parts as SQuAD files of their own (``train-v1.1.json`` and
+``scored-v1.1.json``), for ``bert finetune --train ... --test ...``; the baselines split the
+same way in memory (:func:`~nlp_tutorials.analysis.task_baselines.split_by_article`).
+"""
+import json
+from pathlib import Path
+
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.tasks.base import counted
+from nlp_tutorials.tasks.squad import load_squad_json, read_squad_file, squad_version
+
+
+def split_by_title(path, train_articles: int) -> tuple[list, list]:
+    """(train, scored): the indices of the articles of the SQuAD file ``path``, the first
+    ``train_articles`` by title and the others, each in title order."""
+    titles = [article.get("title", "") if isinstance(article, dict) else ""
+              for article in load_squad_json(path)]
+    if not 0 < train_articles < len(titles):
+        raise UserError(f"--train-articles {train_articles}: expected 1 to {len(titles) - 1} "
+                        f"({Path(path).name} has {len(titles)} articles)")
+    order = sorted(range(len(titles)), key=titles.__getitem__)
+    return order[:train_articles], order[train_articles:]
+
+
+def split_names(path) -> tuple[str, str]:
+    """The files :func:`write_split` writes for the SQuAD file ``path``: ("train-v1.1.json",
+    "scored-v1.1.json"), or v2.0's when any question is unanswerable."""
+    version = "v2.0" if squad_version(path) == "squad2" else "v1.1"
+    return f"train-{version}.json", f"scored-{version}.json"
+
+
+def write_split(path, train_articles: int, output_dir, printer=print) -> tuple[Path, Path]:
+    """Write the articles of the SQuAD file ``path`` into ``output_dir`` as two SQuAD files,
+    :func:`split_names`: the first ``train_articles`` by title, then the others. Each keeps the
+    file's other top-level fields (its ``version``); each is written whole or not at all.
+    Returns their paths."""
+    questions = read_squad_file(path)  # checked whole first: a bad question stops it here
+    document = json.loads(Path(path).read_bytes())
+    per_article = [0] * len(document["data"])
+    for question in questions:
+        per_article[question.article] += 1
+    sides = split_by_title(path, train_articles)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, indices in zip(split_names(path), sides):
+        part = {**document, "data": [document["data"][i] for i in indices]}
+        target = output_dir / name
+        write_text_atomic(target, json.dumps(part))
+        printer(f"{target}: {counted(len(indices), 'article')}, "
+                f"{counted(sum(per_article[i] for i in indices), 'question')}")
+        written.append(target)
+    return tuple(written)
