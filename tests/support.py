@@ -84,18 +84,33 @@ def run_local_workers(argv: list, count: int = 2, timeout: int = 240) -> list:
     return [(worker.returncode, out, err) for worker, (out, err) in zip(workers, outputs)]
 
 
-def fails_without_tensorflow(*args, timeout: int = 60) -> str:
-    """Run ``python -m nlp_tutorials.bert ARGS`` in a fresh interpreter; assert it failed in one
-    line (exit status 2) without importing TensorFlow, and return that line."""
-    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
-            f"try:\n    status = main('bert', {list(args)!r})\nexcept SystemExit as exit:\n"
-            "    status = exit.code\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
+def main_in_fresh_process(model: str, args, forbidden=("tensorflow",),
+                          timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run ``python -m nlp_tutorials.<model> ARGS`` (``model``: a family of
+    :mod:`nlp_tutorials.cli`, or "baseline") through its ``main`` in a fresh interpreter,
+    the repository and tests/ first on the path, and assert no module in ``forbidden`` was
+    imported by the time it returned or exited. Its exit status is the process'."""
+    entry = ("from nlp_tutorials.analysis.task_baselines import main as run\n"
+             f"call = lambda: run({list(args)!r})\n" if model == "baseline" else
+             "from nlp_tutorials.cli import main as run\n"
+             f"call = lambda: run({model!r}, {list(args)!r})\n")
+    code = ("import sys\n" + entry +
+            "try:\n    status = call()\nexcept SystemExit as exit:\n    status = exit.code\n"
+            f"for name in {list(forbidden)!r}:\n"
+            "    assert name not in sys.modules, f'{name} was imported'\n"
             "sys.exit(status)\n")
-    path = os.pathsep.join(p for p in (str(REPOSITORY), os.environ.get("PYTHONPATH")) if p)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=timeout, cwd=REPOSITORY,
-                            env={**os.environ, "PYTHONPATH": path})
+    path = os.pathsep.join(p for p in (str(REPOSITORY), str(REPOSITORY / "tests"),
+                                       os.environ.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPOSITORY,
+                          env={**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"})
+
+
+def fails_without_tensorflow(*args, model: str = "bert", timeout: int = 60) -> str:
+    """Run ``python -m nlp_tutorials.<model> ARGS`` in a fresh interpreter
+    (:func:`main_in_fresh_process`); assert it failed in one line (exit status 2) without
+    importing TensorFlow, and return that line."""
+    result = main_in_fresh_process(model, args, timeout=timeout)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     return lines[0]

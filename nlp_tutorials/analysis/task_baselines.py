@@ -51,7 +51,7 @@ from nlp_tutorials.analysis.baseline import (
 )
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.base import PERCENT_SCORES, ClassPrediction, Task, counted
+from nlp_tutorials.tasks.base import ClassPrediction, Task, counted, reported
 from nlp_tutorials.tasks.entities import OUTSIDE, to_iob2
 from nlp_tutorials.tasks.glue import SCORERS, ScorePrediction
 from nlp_tutorials.tasks.mrpc import MrpcTask
@@ -474,8 +474,7 @@ def run_baselines(task: Task, train_articles: int | None = None) -> list[Baselin
 
 def describe(task: Task, scores: dict) -> str:
     """The task's metrics x100, as GLUE writes them: ``accuracy 66.5% F1 79.9``."""
-    return " ".join(f"{printed} {100 * scores[key]:.1f}{'%' if key in PERCENT_SCORES else ''}"
-                    for key, printed in task.metrics)
+    return " ".join(f"{printed} {reported(key, scores[key])}" for key, printed in task.metrics)
 
 
 def report_line(task: Task, result: BaselineScore) -> str:

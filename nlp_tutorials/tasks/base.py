@@ -40,6 +40,13 @@ HEAD_CLASSES = {"sequence": "SequenceClassifier", "token": "TokenClassifier",
 PERCENT_SCORES = {"accuracy"}
 
 
+def reported(key: str, value: float, std: float | None = None) -> str:
+    """The score ``key`` as reports print it, x100: ``79.9``, ``81.2 ± 0.6`` with ``std``, and
+    a ``%`` after an accuracy (``66.5%``)."""
+    spread = "" if std is None else f" ± {100 * std:.1f}"
+    return f"{100 * value:.1f}{spread}{'%' if key in PERCENT_SCORES else ''}"
+
+
 class ClassPrediction(NamedTuple):
     """One example's class: ``label`` (an index into the task's labels) and ``probabilities``
     (float32 [labels], or [choices] for a multiple-choice task)."""
@@ -318,9 +325,8 @@ class Task:
     def describe_mean_std(self, summary: dict) -> str:
         """``{score key: (mean, std)}`` as a report writes them: ``accuracy 81.2 ± 0.6%, F1
         87.1 ± 0.4`` (x100, accuracy as a percentage)."""
-        return ", ".join(
-            f"{printed} {100 * summary[key][0]:.1f} ± {100 * summary[key][1]:.1f}"
-            f"{'%' if key in PERCENT_SCORES else ''}" for key, printed in self.metrics)
+        return ", ".join(f"{printed} {reported(key, *summary[key])}"
+                         for key, printed in self.metrics)
 
     # Prediction from text.
 

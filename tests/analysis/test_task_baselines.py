@@ -27,6 +27,7 @@ from nlp_tutorials.analysis.task_baselines import (
 )
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
+from support import main_in_fresh_process
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -405,12 +406,7 @@ def test_bad_input_is_one_line(tmp_path, capsys, argv, message):
 
 
 def test_help_imports_neither_tensorflow_nor_scikit_learn():
-    code = ("import sys\nfrom nlp_tutorials.analysis.task_baselines import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
-            "assert 'sklearn' not in sys.modules, 'scikit-learn was imported'\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    result = main_in_fresh_process("baseline", ["--help"], forbidden=("tensorflow", "sklearn"))
     assert result.returncode == 0, result.stderr
     assert "--train-articles N" in result.stdout
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from interrupt import signalled_when_paused
+from support import fails_without_tensorflow
 from nlp_tutorials.cli import main
 from nlp_tutorials.cli.commands import FAMILIES
 from nlp_tutorials.system.locks import LOCK_NAME
@@ -39,18 +40,11 @@ def environment() -> dict:
 
 def refused_before_tensorflow(model: str, *args) -> str:
     """Run ``python -m nlp_tutorials.<model> args`` in a fresh process that must stop with
-    status 2, one line, and TensorFlow never imported; returns the line."""
-    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
-            f"status = main({model!r}, {[str(a) for a in args]!r})\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
-            "sys.exit(status)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120, cwd=ROOT, env=environment())
-    lines = result.stderr.splitlines()
-    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    status 2, one line, and TensorFlow never imported; returns the line after its prefix."""
+    line = fails_without_tensorflow(*[str(a) for a in args], model=model, timeout=120)
     prefix = f"python -m nlp_tutorials.{model} {args[0]}: error: "
-    assert lines[0].startswith(prefix), lines[0]
-    return lines[0][len(prefix):]
+    assert line.startswith(prefix), line
+    return line[len(prefix):]
 
 
 def tiny_finetuned(folder: Path) -> Path:

@@ -2,13 +2,13 @@
 import datetime
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from nlp_tutorials.tasks import dates
 from nlp_tutorials.cli import main
 from nlp_tutorials.system.errors import UserError
+from support import fails_without_tensorflow
 
 TINY = ["--steps", "3", "--dim", "16", "--layers", "1", "--heads", "2", "--batch-size", "8"]
 
@@ -131,16 +131,10 @@ def test_a_damaged_weights_file_is_one_line_and_is_left_as_it_is(trained, tmp_pa
 
 
 def test_bad_date_fails_in_one_line_before_tensorflow():
-    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
-            "status = main('transformer', ['translate', '03-11-29', '2003-11-29'])\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
-            "sys.exit(status)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60, cwd=Path(__file__).resolve().parents[2])
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines() == [
+    line = fails_without_tensorflow("translate", "03-11-29", "2003-11-29", model="transformer")
+    assert line == (
         "python -m nlp_tutorials.transformer translate: error: '2003-11-29': expected a date "
-        "as YY-MM-DD, e.g. 98-02-26 (years 50-99 are 1950-1999, 00-49 are 2000-2049)"]
+        "as YY-MM-DD, e.g. 98-02-26 (years 50-99 are 1950-1999, 00-49 are 2000-2049)")
 
 
 def test_module_hands_over_to_the_cli():

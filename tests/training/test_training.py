@@ -15,7 +15,12 @@ import pytest
 
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.system.errors import UserError
-from support import checkpoint_weights, weights_by_path
+from support import (
+    checkpoint_weights,
+    fails_without_tensorflow,
+    main_in_fresh_process,
+    weights_by_path,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
@@ -47,24 +52,11 @@ def run_cli(*args, timeout=300, env=None):
     (["finetune", "--max-len", "0"], "--max-len: expected a positive integer, got 0"),
 ])
 def test_bad_flags_fail_in_one_line_without_tensorflow(argv, expected):
-    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
-            f"try:\n    status = main('bert', {argv!r})\nexcept SystemExit as exit:\n"
-            "    status = exit.code\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\n"
-            "sys.exit(status)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and expected in lines[0], result.stderr
+    assert expected in fails_without_tensorflow(*argv)
 
 
 def test_help_answers_without_tensorflow():
-    code = ("import sys\nfrom nlp_tutorials.cli import main\n"
-            "try:\n    main('gpt', ['train', '--help'])\nexcept SystemExit:\n    pass\n"
-            "assert 'tensorflow' not in sys.modules\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
+    result = main_in_fresh_process("gpt", ["train", "--help"])
     assert result.returncode == 0, result.stderr
     assert "--nsp-mode" in result.stdout and "--resume" in result.stdout
 
