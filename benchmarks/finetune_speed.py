@@ -55,9 +55,15 @@ HuggingFace offers for the shape, with the fast tokenizer and batches of 64:
   (question, ending) pairs of each question, padded per batch of 64 questions,
   ``BertForMultipleChoice`` under ``torch.inference_mode()``, softmax and argmax.
 
-A "step" is then one pass over the examples.
+A third side times the same model exported by ``export-model`` (a fresh head saved as
+``finetune`` saves one, then the SavedModel written once per shape before the rounds): loaded
+with ``tf.saved_model.load``, its ``serving_default`` signature called on the raw texts of each
+batch of 64 lines (the texts split at the tabs; for multiple choice the endings as a
+[batch, 5] string tensor), the outputs read back as numpy. It needs tensorflow-text. A "step"
+is then one pass over the examples.
 """
 import argparse
+import importlib
 import json
 import os
 import resource
@@ -109,7 +115,8 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="timed steps (default 3)")
     parser.add_argument("--threads", type=int, default=2, help="threads each side (default 2)")
     # Set by the script itself when it starts a side in a fresh process.
-    parser.add_argument("--worker", choices=("ours", "torch"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("ours", "torch", "savedmodel", "export"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is None and not (args.torch_python and args.data_root):
@@ -247,6 +254,63 @@ def fresh_head(job, model_dir):
 
     task = get_task(job["task"], labels=job["labels"])
     return task, task.build_head(BERT.from_pretrained(model_dir, printer=lambda *_: None))
+
+
+def export_fresh(job, model_dir, threads: int) -> dict:
+    """Save the job's fresh head as ``finetune`` saves a model, into ``job["folder"]/model``,
+    and export it with ``export-model`` into ``job["folder"]/served``; the version folder."""
+    tensorflow_with_threads(threads)
+    from nlp_tutorials.serving.savedmodel import export_model
+    from nlp_tutorials.text.tokenization import load_tokenizer
+    from nlp_tutorials.training.finetuning import save_head, save_task
+
+    task, head = fresh_head(job, model_dir)
+    task.max_len = job["max_len"]
+    saved = Path(job["folder"]) / "model"
+    saved.mkdir(parents=True, exist_ok=True)
+    save_head(head, saved)
+    load_tokenizer(model_dir).save(saved)
+    save_task(saved, task)
+    served = export_model(saved, Path(job["folder"]) / "served", printer=lambda _: None)
+    return {"saved_model": str(served)}
+
+
+# serving_default's text inputs, in the order of a predict line's fields (a sequence task's
+# are its Task.text_inputs; multiple choice is built apart).
+SERVING_TEXTS = {"predict-token": ["sentence"], "predict-span": ["question", "context"]}
+
+
+def serving_inputs(shape: str, lines: list, names: list, tf) -> dict:
+    """``serving_default``'s inputs for a batch of lines: the texts at the tabs, by the
+    signature's input ``names`` in order; multiple choice's endings as [batch, choices]."""
+    columns = [line.split("\t") for line in lines]
+    if shape == "predict-choice":
+        return {"context": tf.constant([c[0] for c in columns]),
+                "endings": tf.constant([c[1:] for c in columns])}
+    return {name: tf.constant([c[i] for c in columns]) for i, name in enumerate(names)}
+
+
+def predict_saved_model(job, model_dir, threads: int) -> dict:
+    """The exported SavedModel's ``serving_default`` over the job's lines in batches, a pass a
+    step; see :func:`timed_steps`."""
+    tf = tensorflow_with_threads(threads)
+    importlib.import_module("tensorflow_text")  # registers the tokenizer's ops to load
+
+    from nlp_tutorials.tasks import get_task
+
+    serve = tf.saved_model.load(job["saved_model"]).signatures["serving_default"]
+    names = SERVING_TEXTS.get(job["shape"]) or get_task(job["task"]).text_inputs()
+
+    def run(lines):
+        for start in range(0, len(lines), job["batch_size"]):
+            outputs = serve(**serving_inputs(job["shape"], lines[start:start + job["batch_size"]],
+                                             names, tf))
+            {name: value.numpy() for name, value in outputs.items()}
+
+    lines = job["lines"]
+    result = timed_steps(run, [lines] * (job["warmup"] + job["steps"]), job["warmup"],
+                         len(lines))
+    return {**result, "version": f"TensorFlow {tf.__version__}"}
 
 
 def train_ours(job, model_dir, threads: int) -> dict:
@@ -407,7 +471,8 @@ def predict_torch(job, model_dir, threads: int) -> dict:
 
 
 SIDES = {("train", "ours"): train_ours, ("train", "torch"): train_torch,
-         ("predict", "ours"): predict_ours, ("predict", "torch"): predict_torch}
+         ("predict", "ours"): predict_ours, ("predict", "torch"): predict_torch,
+         ("predict", "savedmodel"): predict_saved_model, ("predict", "export"): export_fresh}
 
 
 def worker(args) -> None:
@@ -419,7 +484,7 @@ def worker(args) -> None:
 
 def run_side(side: str, args, model_dir: str, path: Path) -> dict:
     """Start one side in a fresh process on the job at ``path``; its result."""
-    python = sys.executable if side == "ours" else args.torch_python
+    python = args.torch_python if side == "torch" else sys.executable
     command = [python, __file__, "--worker", side, "--job", str(path),
                "--minilm-dir", model_dir, "--threads", str(args.threads)]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -444,36 +509,47 @@ def prepare(args, model_dir: str, folder: Path) -> dict:
                                 args.warmup + args.steps, folder / f"{shape}.npz")
             made = (f"batches of {job['batch_size']}, learning rate "
                     f"{job['learning_rate']:g}")
-        job.update(warmup=args.warmup, steps=args.steps)
+        job.update(warmup=args.warmup, steps=args.steps, folder=str(folder / shape))
         path = folder / f"{shape}.json"
         path.write_text(json.dumps(job))
+        if shape in PREDICTIONS:  # the SavedModel side's model, exported once
+            job.update(run_side("export", args, model_dir, path))
+            path.write_text(json.dumps(job))
         print(f"{shape}: {job['title']}, {args.warmup} + {args.steps} steps, {made}, "
               f"{job['positions']:.0f} positions a row on average", flush=True)
         prepared[shape] = (path, job)
     return prepared
 
 
+def sides_of(shape: str) -> tuple:
+    """The sides timed on a shape: ours and HuggingFace's, and for inference the SavedModel."""
+    return ("ours", "torch", "savedmodel") if shape in PREDICTIONS else ("ours", "torch")
+
+
 def run_rounds(args, model_dir: str, prepared: dict) -> dict:
-    """{shape: [{"ours": result, "torch": result} per round]}; the sides alternate which
-    goes first from one round to the next."""
+    """{shape: [{side: result} per round]}; the side that goes first turns from one round to
+    the next."""
     results = {shape: [] for shape in prepared}
     for index in range(args.rounds):
-        sides = ("ours", "torch") if index % 2 == 0 else ("torch", "ours")
-        print(f"round {index + 1} ({sides[0]} first)", flush=True)
+        print(f"round {index + 1}", flush=True)
         for shape, (path, _) in prepared.items():
-            got = {side: run_side(side, args, model_dir, path) for side in sides}
+            sides = sides_of(shape)
+            turn = index % len(sides)
+            got = {side: run_side(side, args, model_dir, path)
+                   for side in sides[turn:] + sides[:turn]}
             if index == 0 and shape == next(iter(prepared)):
                 print(f"  {got['ours']['version']}; {got['torch']['version']}")
             results[shape].append(got)
             print(f"  {shape:<17}" + "  ".join(
                 f"{side} {got[side]['examples_per_s']:7.2f} examples/s "
-                f"{got[side]['peak_rss_mb']:5.0f} MB" for side in ("ours", "torch"))
-                + f"  ratio {ratio(got):.2f}", flush=True)
+                f"{got[side]['peak_rss_mb']:5.0f} MB" for side in sides)
+                + "  ratio " + ", ".join(f"{ratio(got, side):.2f}" for side in sides
+                                         if side != "torch"), flush=True)
     return results
 
 
-def ratio(got: dict) -> float:
-    return got["ours"]["examples_per_s"] / got["torch"]["examples_per_s"]
+def ratio(got: dict, side: str = "ours") -> float:
+    return got[side]["examples_per_s"] / got["torch"]["examples_per_s"]
 
 
 def table(prepared: dict, results: dict) -> str:
@@ -485,19 +561,21 @@ def table(prepared: dict, results: dict) -> str:
         job = prepared[shape][1]
         median = {side: {key: statistics.median(r[side][key] for r in rounds)
                          for key in ("examples_per_s", "peak_rss_mb")}
-                  for side in ("ours", "torch")}
-        ratios = [ratio(r) for r in rounds]
-        faster = statistics.median(ratios) >= AIM
-        lighter = median["ours"]["peak_rss_mb"] <= median["torch"]["peak_rss_mb"]
-        verdict = ("yes" if faster and lighter else
-                   "no: " + " and ".join(w for w, ok in (("speed", faster), ("memory", lighter))
-                                          if not ok))
-        lines.append(
-            f"| {shape} | {job['title']} | {job['batch_size']} | {job['positions']:.0f} "
-            f"| {median['ours']['examples_per_s']:.2f} | {median['torch']['examples_per_s']:.2f} "
-            f"| **{statistics.median(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}) "
-            f"| {median['ours']['peak_rss_mb']:.0f} | {median['torch']['peak_rss_mb']:.0f} "
-            f"| {verdict} |")
+                  for side in sides_of(shape)}
+        for side in sides_of(shape)[::2]:  # ours, then the SavedModel
+            ratios = [ratio(r, side) for r in rounds]
+            faster = statistics.median(ratios) >= AIM
+            lighter = median[side]["peak_rss_mb"] <= median["torch"]["peak_rss_mb"]
+            verdict = ("yes" if faster and lighter else "no: " + " and ".join(
+                w for w, ok in (("speed", faster), ("memory", lighter)) if not ok))
+            name = shape + (" (SavedModel)" if side == "savedmodel" else "")
+            lines.append(
+                f"| {name} | {job['title']} | {job['batch_size']} | {job['positions']:.0f} "
+                f"| {median[side]['examples_per_s']:.2f} "
+                f"| {median['torch']['examples_per_s']:.2f} "
+                f"| **{statistics.median(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}) "
+                f"| {median[side]['peak_rss_mb']:.0f} | {median['torch']['peak_rss_mb']:.0f} "
+                f"| {verdict} |")
     return "\n".join(lines)
 
 
