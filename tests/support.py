@@ -84,6 +84,14 @@ def run_local_workers(argv: list, count: int = 2, timeout: int = 240) -> list:
     return [(worker.returncode, out, err) for worker, (out, err) in zip(workers, outputs)]
 
 
+def environment() -> dict:
+    """This process' environment with the repository and tests/ first on the path, output
+    unbuffered: for a fresh ``python`` that imports the package and these helpers."""
+    path = os.pathsep.join(p for p in (str(REPOSITORY), str(REPOSITORY / "tests"),
+                                       os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
 def main_in_fresh_process(model: str, args, forbidden=("tensorflow",),
                           timeout: int = 120) -> subprocess.CompletedProcess:
     """Run ``python -m nlp_tutorials.<model> ARGS`` (``model``: a family of
@@ -99,11 +107,8 @@ def main_in_fresh_process(model: str, args, forbidden=("tensorflow",),
             f"for name in {list(forbidden)!r}:\n"
             "    assert name not in sys.modules, f'{name} was imported'\n"
             "sys.exit(status)\n")
-    path = os.pathsep.join(p for p in (str(REPOSITORY), str(REPOSITORY / "tests"),
-                                       os.environ.get("PYTHONPATH")) if p)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPOSITORY,
-                          env={**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"})
+                          timeout=timeout, cwd=REPOSITORY, env=environment())
 
 
 def fails_without_tensorflow(*args, model: str = "bert", timeout: int = 60) -> str:

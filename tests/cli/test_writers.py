@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from interrupt import signalled_when_paused
-from support import fails_without_tensorflow
+from support import environment, fails_without_tensorflow
 from nlp_tutorials.cli import main
 from nlp_tutorials.cli.commands import FAMILIES
 from nlp_tutorials.system.locks import LOCK_NAME
@@ -29,13 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 TINY_TRAIN = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32",
               "--batch-size", "8", "--no-plots"]
-
-
-def environment() -> dict:
-    """This process' environment with the repository and tests/ first on the path."""
-    path = os.pathsep.join(p for p in (str(ROOT), str(ROOT / "tests"),
-                                       os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
 def refused_before_tensorflow(model: str, *args) -> str:
