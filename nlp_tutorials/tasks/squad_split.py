@@ -22,11 +22,17 @@ from nlp_tutorials.tasks.squad import load_squad_json, read_squad_file, squad_ve
 def split_by_title(path, train_articles: int) -> tuple[list, list]:
     """(train, scored): the indices of the articles of the SQuAD file ``path``, the first
     ``train_articles`` by title and the others, each in title order."""
+    return title_order(load_squad_json(path), train_articles, Path(path).name)
+
+
+def title_order(articles: list, train_articles: int, name: str) -> tuple[list, list]:
+    """:func:`split_by_title` of a file's ``articles`` already read (``name``: the file's, for
+    the error)."""
     titles = [article.get("title", "") if isinstance(article, dict) else ""
-              for article in load_squad_json(path)]
+              for article in articles]
     if not 0 < train_articles < len(titles):
         raise UserError(f"--train-articles {train_articles}: expected 1 to {len(titles) - 1} "
-                        f"({Path(path).name} has {len(titles)} articles)")
+                        f"({name} has {len(titles)} articles)")
     order = sorted(range(len(titles)), key=titles.__getitem__)
     return order[:train_articles], order[train_articles:]
 
@@ -34,7 +40,11 @@ def split_by_title(path, train_articles: int) -> tuple[list, list]:
 def split_names(path) -> tuple[str, str]:
     """The files :func:`write_split` writes for the SQuAD file ``path``: ("train-v1.1.json",
     "scored-v1.1.json"), or v2.0's when any question is unanswerable."""
-    version = "v2.0" if squad_version(path) == "squad2" else "v1.1"
+    return versioned_names(squad_version(path) == "squad2")
+
+
+def versioned_names(unanswerable: bool) -> tuple[str, str]:
+    version = "v2.0" if unanswerable else "v1.1"
     return f"train-{version}.json", f"scored-{version}.json"
 
 
@@ -48,11 +58,12 @@ def write_split(path, train_articles: int, output_dir, printer=print) -> tuple[P
     per_article = [0] * len(document["data"])
     for question in questions:
         per_article[question.article] += 1
-    sides = split_by_title(path, train_articles)
+    sides = title_order(document["data"], train_articles, Path(path).name)
+    names = versioned_names(any(question.is_impossible for question in questions))
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, indices in zip(split_names(path), sides):
+    for name, indices in zip(names, sides):
         part = {**document, "data": [document["data"][i] for i in indices]}
         target = output_dir / name
         write_text_atomic(target, json.dumps(part))
