@@ -20,7 +20,11 @@ from nlp_tutorials.speed.kernels import Dropout, LayerNorm, gelu, in_chunks, tra
 
 
 def truncated_normal(config: ModelConfig):
-    """BERT's weight initialiser: normal with std ``initializer_range``, cut at 2 std."""
+    """BERT's weight initialiser: normal with std ``initializer_range``, cut at 2 std.
+
+    Give each weight its own: a Keras initialiser without a seed fixes one when it is made, so
+    one instance shared by two layers gives both the same values.
+    """
     return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
 
@@ -54,12 +58,16 @@ class MultiHeadAttention(keras.layers.Layer):
                                else kept_heads)
         self.heads = len(self.kept_heads)
         self.head_size = config.head_size
-        init = truncated_normal(config)
         width = self.heads * self.head_size  # hidden_size unless heads were pruned
-        self.query = keras.layers.Dense(width, kernel_initializer=init, name="query")
-        self.key = keras.layers.Dense(width, kernel_initializer=init, name="key")
-        self.value = keras.layers.Dense(width, kernel_initializer=init, name="value")
-        self.output_dense = keras.layers.Dense(config.hidden_size, kernel_initializer=init,
+        # One initialiser each: a Keras initialiser draws the same values at every call.
+        self.query = keras.layers.Dense(width, kernel_initializer=truncated_normal(config),
+                                        name="query")
+        self.key = keras.layers.Dense(width, kernel_initializer=truncated_normal(config),
+                                      name="key")
+        self.value = keras.layers.Dense(width, kernel_initializer=truncated_normal(config),
+                                        name="value")
+        self.output_dense = keras.layers.Dense(config.hidden_size,
+                                               kernel_initializer=truncated_normal(config),
                                                name="output")
         self.dropout = Dropout(config.attention_probs_dropout_prob)
 
@@ -122,12 +130,11 @@ class FeedForward(keras.layers.Layer):
 
     def __init__(self, config: ModelConfig, **kwargs):
         super().__init__(**kwargs)
-        init = truncated_normal(config)
         self.intermediate = keras.layers.Dense(
             config.intermediate_size, activation=activation(config.hidden_act),
-            kernel_initializer=init, name="intermediate")
+            kernel_initializer=truncated_normal(config), name="intermediate")
         self.output_dense = keras.layers.Dense(
-            config.hidden_size, kernel_initializer=init, name="output")
+            config.hidden_size, kernel_initializer=truncated_normal(config), name="output")
         self.chunk_size = config.chunk_size_feed_forward
 
     def build(self, input_shape):
@@ -259,14 +266,16 @@ class Embeddings(keras.layers.Layer):
 
     def __init__(self, config: ModelConfig, vocab_size: int, with_segments: bool, **kwargs):
         super().__init__(**kwargs)
-        init = truncated_normal(config)
         self.words = keras.layers.Embedding(vocab_size, config.hidden_size,
-                                            embeddings_initializer=init, name="words")
+                                            embeddings_initializer=truncated_normal(config),
+                                            name="words")
         self.positions = keras.layers.Embedding(config.max_position_embeddings,
                                                 config.hidden_size,
-                                                embeddings_initializer=init, name="positions")
+                                                embeddings_initializer=truncated_normal(config),
+                                                name="positions")
         self.segments = (keras.layers.Embedding(config.type_vocab_size, config.hidden_size,
-                                                embeddings_initializer=init, name="segments")
+                                                embeddings_initializer=truncated_normal(config),
+                                                name="segments")
                          if with_segments else None)
         self.norm = LayerNorm(epsilon=config.layer_norm_eps, name="norm")
         self.dropout = Dropout(config.hidden_dropout_prob)

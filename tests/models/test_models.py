@@ -296,3 +296,19 @@ def test_gathered_mlm_loss_equals_all_position_reference(bert, compiled):
         if expected is None:
             continue
         np.testing.assert_allclose(actual, expected, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["gpt", "bert"])
+def test_fresh_weights_are_drawn_independently(name, request):
+    # A Keras initialiser shared between layers draws the same values for each: query, key,
+    # value and output would start equal, and positions would copy the first word rows.
+    model = request.getfixturevalue(name)
+    matrices = [w for w in model.weights if len(w.shape) == 2]
+    values = {w.path: w.numpy() for w in matrices}
+    assert len(values) > 10
+    for first, a in values.items():
+        assert a.std() > 0, first
+        for second, b in values.items():
+            rows, columns = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
+            if first < second:
+                assert not np.allclose(a[:rows, :columns], b[:rows, :columns]), (first, second)
