@@ -134,8 +134,8 @@ BERT_COMMANDS = (
             runs.predict),
     Command("heads", "score each attention head of a fine-tuned model (importance, entropy); "
                      "mask or prune the least important", (HeadsSettings,), runs.heads),
-    Command("export-model", "write the fine-tuned model as a SavedModel for TensorFlow Serving",
-            (ExportModelSettings,), runs.export_model),
+    Command("export-model", "write the fine-tuned model as a SavedModel (TensorFlow Serving) "
+                            "or an ONNX model (ONNX Runtime)", (ExportModelSettings,), runs.export_model),
     Command("split-squad", "split a SQuAD file by article (sorted by title) into a train file "
                            "and a scored one", (SplitSquadSettings,), runs.split_squad),
 )

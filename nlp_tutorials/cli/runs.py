@@ -203,6 +203,11 @@ def export_model(settings) -> None:
     with writing([version], {"--model-dir": settings.model_dir}):
         refuse_existing(version.path, settings.overwrite, "--output")
         start_tensorflow()
+        if settings.format == "onnx":
+            from nlp_tutorials.serving.onnx_export import export_onnx
+
+            export_onnx(settings.model_dir, settings.output, settings.version, settings.overwrite)
+            return
         from nlp_tutorials.serving.savedmodel import export_model as export_saved_model
 
         export_saved_model(settings.model_dir, settings.output, settings.version,

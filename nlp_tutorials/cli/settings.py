@@ -207,12 +207,22 @@ class ExportModelSettings(Settings):
     """``export-model``: the fine-tuned model as a SavedModel (nlp_tutorials.serving.savedmodel)."""
 
     model_dir: str = setting(FINETUNED_DIR, "fine-tuned model from `finetune`")
-    output: str = setting(help="model base folder; the SavedModel goes into OUTPUT/VERSION")
+    output: str = setting(help="model base folder; the model goes into OUTPUT/VERSION")
     version: int = setting(1, "version folder to write", kind=positive_int)
     overwrite: bool = setting(False, "replace an existing version folder")
     ids_only: bool = setting(False, "export predict_ids only, without tensorflow-text's ops "
                                     "(for servers without them, e.g. the stock "
                                     "tensorflow/serving image)")
+    format: str = setting("savedmodel", "savedmodel: TensorFlow's, answering raw text; onnx: "
+                                        "OUTPUT/VERSION/model.onnx for ONNX Runtime, ids in "
+                                        "(needs pip install 'nlp_tutorials[onnx]')",
+                          choices=("savedmodel", "onnx"))
+
+    def check(self, given: frozenset = frozenset()) -> None:
+        """An ONNX model always takes ids: --ids-only says nothing more there."""
+        if self.ids_only and self.format == "onnx":
+            raise UserError("--ids-only: only with --format savedmodel; an ONNX model always "
+                            "takes ids")
 
 
 @dataclasses.dataclass(kw_only=True)

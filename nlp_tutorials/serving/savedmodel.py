@@ -296,6 +296,20 @@ WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its n
                    "package's WordTokenizer, or fine-tune a WordPiece model for raw strings")
 
 
+def serving_module(model_dir, strings: bool = True):
+    """(serving module, task, tokenizer) of the fine-tuned model in ``model_dir``; a shape
+    without a serving module is one line. ``strings``: with the graph tokenizer's signatures."""
+    from nlp_tutorials.training.finetuning import load_finetuned
+
+    head, tokenizer, task = load_finetuned(model_dir)
+    if task.shape not in SERVING_MODULES:
+        served = sorted(SERVING_MODULES)
+        raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape!r}; "
+                        f"export-model serves the shapes {', '.join(served[:-1])} and "
+                        f"{served[-1]}")
+    return SERVING_MODULES[task.shape](head, tokenizer, task, strings=strings), task, tokenizer
+
+
 def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
                  ids_only: bool = False, printer=print) -> Path:
     """Write the fine-tuned model in ``model_dir`` as a SavedModel in ``output/<version>``
@@ -307,17 +321,10 @@ def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
     and a failed export leaves the old version untouched. Returns the version folder.
     """
     from nlp_tutorials.system.files import refuse_existing, save_folder_atomic
-    from nlp_tutorials.training.finetuning import load_finetuned
 
     target = Path(output) / str(version)
     refuse_existing(target, overwrite, "--output")
-    head, tokenizer, task = load_finetuned(model_dir)
-    if task.shape not in SERVING_MODULES:
-        served = sorted(SERVING_MODULES)
-        raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape!r}; "
-                        f"export-model serves the shapes {', '.join(served[:-1])} and "
-                        f"{served[-1]}")
-    module = SERVING_MODULES[task.shape](head, tokenizer, task, strings=not ids_only)
+    module, _, _ = serving_module(model_dir, strings=not ids_only)
     signatures = module.signatures()
     save_folder_atomic(target, lambda tmp: tf.saved_model.save(module, str(tmp),
                                                                signatures=signatures))

@@ -1,0 +1,204 @@
+"""Serve a fine-tuned BERT from ONNX Runtime: ``export-model --format onnx``.
+
+``python -m nlp_tutorials.bert export-model --model-dir DIR --output OUT --format onnx`` writes
+``OUT/<version>/model.onnx`` (the layout of Triton's model repository) with the model's
+tokenizer beside it (``vocab.txt``, ``tokenizer_config.json``). The ONNX model is the
+SavedModel's ``predict_ids`` signature: ``input_ids``, ``token_type_ids``, ``attention_mask``
+(int32 [batch, step]; [batch, choices, step] for multiple choice) in, the same numeric outputs
+out (``probability`` and ``label``, ``score``, ``probabilities`` and ``choice``, ``tag_id``
+and ``probability``, or a span model's ``start_logits`` and ``end_logits``). Text outputs
+(``label_name``, ``tag``) are left out, since ONNX Runtime's string support is thin: the label
+names are in the model's metadata (``labels``, a JSON list indexed by label id), with the task's
+name (``task``) and the length ``predict`` truncates to (``max_len``).
+
+The conversion is tf2onnx's (``pip install 'nlp_tutorials[onnx]'``), at ONNX opset 17. It has
+no rule for ``Erfc``, the op TensorFlow's exact GELU is built from, so one is added here:
+erfc(x) = 1 - erf(x), with ONNX's own ``Erf``. Before anything is written, ONNX Runtime runs
+the converted model on a probe batch and its outputs are compared with TensorFlow's: a
+conversion that differs by more than :data:`TOLERANCE` is refused.
+"""
+import contextlib
+import importlib
+import json
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from nlp_tutorials.system.errors import UserError
+
+OPSET = 17  # ONNX Runtime 1.14 and later run it
+MODEL_FILE = "model.onnx"
+TOLERANCE = 1e-4  # float32 kernels of two runtimes agree to about 1e-6 on these models
+# tf2onnx 1.17's reshape pass writes the heads' split, [batch, step, heads, size], as
+# [0, 0, heads, size] (0: keep the input's size), then its back-to-back pass merges it with the
+# reshape before it, whose input is [tokens, hidden]: for some sizes (hidden 16, 2 heads) ONNX
+# Runtime then refuses the model. Without the reshape pass every size converts right.
+SKIPPED_OPTIMIZER = "reshape_optimizer"
+_converter = None  # tf2onnx, once imported with the Erfc rule registered
+
+
+def import_converter():
+    """tf2onnx with the ``Erfc`` rule registered; one line if it or onnxruntime (which checks
+    the converted model) is missing."""
+    global _converter
+    for name in ("tf2onnx", "onnxruntime"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            raise UserError(f"--format onnx needs {name}: pip install 'nlp_tutorials[onnx]' "
+                            f"(tf2onnx and onnxruntime)") from None
+    if _converter is None:
+        import tf2onnx
+
+        register_erfc()
+        _converter = tf2onnx
+    return _converter
+
+
+def register_erfc() -> None:
+    """Teach tf2onnx TensorFlow's ``Erfc``: the node becomes ONNX's ``Erf`` (opset 9 and
+    later), followed by ``1 - erf``."""
+    from tf2onnx import utils
+    from tf2onnx.handler import tf_op
+
+    @tf_op("Erfc")
+    class ComplementaryErrorFunction:
+        @classmethod
+        def version_9(cls, ctx, node, **kwargs):
+            node.type = "Erf"
+            dtype = utils.map_onnx_to_numpy_type(ctx.get_dtype(node.input[0]))
+            one = ctx.make_const(utils.make_name("one"), np.array(1, dtype=dtype))
+            difference = ctx.insert_new_node_on_output("Sub", node.output[0],
+                                                       name=utils.make_name(node.name))
+            ctx.replace_inputs(difference, [one.output[0], node.output[0]])
+            ctx.copy_shape(node.output[0], difference.output[0])
+
+
+@contextlib.contextmanager
+def optimizers_without(name: str):
+    """tf2onnx's graph optimizers less ``name``, while the block runs."""
+    from tf2onnx import optimizer
+
+    every = optimizer._optimizers
+    optimizer._optimizers = OrderedDict((key, factory) for key, factory in every.items()
+                                        if key != name)
+    try:
+        yield
+    finally:
+        optimizer._optimizers = every
+
+
+def numeric_predict_ids(module):
+    """``module.predict_ids`` without its text outputs, as a tf.function of the same inputs."""
+    specs = module.signatures()["predict_ids"].structured_input_signature[0]
+
+    def predict_ids(*inputs):
+        outputs = module.predict_ids(*inputs)
+        return {name: value for name, value in outputs.items() if value.dtype != tf.string}
+
+    return tf.function(predict_ids, input_signature=specs)
+
+
+def frozen(function):
+    """(graph_def, input names, output names, {tensor name: signature name}) of ``function``
+    with its weights and captured constants made constants.
+
+    tf2onnx's ``from_function`` would list the captured label names (the text outputs') among
+    the inputs even where no output reads them; freezing first leaves only the ids as inputs.
+    """
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    concrete = function.get_concrete_function()
+    constant = convert_variables_to_constants_v2(concrete)
+    inputs = [tensor.name for tensor in constant.inputs]
+    outputs = [tensor.name for tensor in constant.outputs]
+    # Outputs keep their order, that of the output dict flattened (sorted by name).
+    output_names = tf.nest.flatten({name: name for name in concrete.structured_outputs})
+    names = dict(zip(inputs, (spec.name for spec in function.input_signature)))
+    names.update(zip(outputs, output_names))
+    return constant.graph.as_graph_def(), inputs, outputs, names
+
+
+def probe_inputs(specs, vocab_size: int) -> dict:
+    """A fixed batch of ids for the check, shaped as ``specs`` ask ([2, step] or [2, 2, step]):
+    random ids, a second segment, and padding at the end of the last row."""
+    rng = np.random.default_rng(0)
+    shape = [2] * (len(specs[0].shape) - 1) + [12]
+    types = np.zeros(shape, np.int32)
+    types[..., 7:] = 1
+    mask = np.ones(shape, np.int32)
+    mask[-1, ..., 9:] = 0
+    return {"input_ids": rng.integers(0, vocab_size, shape).astype(np.int32),
+            "token_type_ids": types, "attention_mask": mask}
+
+
+def largest_difference(model_bytes: bytes, function, feeds: dict) -> float:
+    """Largest absolute difference between ONNX Runtime's outputs and ``function``'s."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    got = dict(zip(names, session.run(None, feeds)))
+    want = function(*(tf.constant(feeds[spec.name]) for spec in function.input_signature))
+    if set(got) != set(want):
+        raise UserError(f"ONNX conversion: outputs {sorted(got)}, expected {sorted(want)}")
+    return max(float(np.abs(got[name].astype(np.float64) - want[name].numpy()).max())
+               for name in names)
+
+
+def convert(module, task, vocab_size: int):
+    """(ONNX model bytes, largest difference from TensorFlow on the probe batch)."""
+    tf2onnx = import_converter()
+    function = numeric_predict_ids(module)
+    logger, level = tf.get_logger(), tf.get_logger().level
+    logger.setLevel("ERROR")  # freezing is TF1 API: its deprecation warnings say nothing to users
+    try:
+        graph_def, inputs, outputs, names = frozen(function)
+        with optimizers_without(SKIPPED_OPTIMIZER):
+            proto, _ = tf2onnx.convert.from_graph_def(
+                graph_def, input_names=inputs, output_names=outputs, tensors_to_rename=names,
+                opset=OPSET)
+    finally:
+        logger.setLevel(level)
+    left = sorted({node.op_type for node in proto.graph.node if node.domain not in ("", "ai.onnx")})
+    if left:
+        raise UserError(f"ONNX conversion left TensorFlow ops without an ONNX rule: "
+                        f"{', '.join(left)}")
+    for key, value in {"task": task.name, "labels": json.dumps(list(task.labels)),
+                       "max_len": str(module.max_len)}.items():
+        proto.metadata_props.add(key=key, value=value)
+    model_bytes = proto.SerializeToString()
+    difference = largest_difference(model_bytes, function,
+                                    probe_inputs(function.input_signature, vocab_size))
+    if not difference <= TOLERANCE:
+        raise UserError(f"ONNX conversion: ONNX Runtime's outputs differ from TensorFlow's by "
+                        f"{difference:.2g} on a probe batch (expected at most {TOLERANCE:g})")
+    return model_bytes, difference
+
+
+def export_onnx(model_dir, output, version: int = 1, overwrite: bool = False,
+                printer=print) -> Path:
+    """Write the fine-tuned model in ``model_dir`` as ``output/<version>/model.onnx`` with its
+    tokenizer beside it, atomically (the old version folder stays whole until the new one is
+    in place). Returns the path of ``model.onnx``."""
+    from nlp_tutorials.serving.savedmodel import serving_module
+    from nlp_tutorials.system.files import refuse_existing, save_folder_atomic
+
+    target = Path(output) / str(version)
+    refuse_existing(target, overwrite, "--output")
+    import_converter()  # a missing extra is said before the model loads
+    module, task, tokenizer = serving_module(model_dir, strings=False)
+    model_bytes, difference = convert(module, task, module.head.backbone.config.vocab_size)
+
+    def save(folder):
+        folder.mkdir()
+        (folder / MODEL_FILE).write_bytes(model_bytes)
+        tokenizer.save(folder)
+
+    save_folder_atomic(target, save)
+    printer(f"ONNX model written to {target / MODEL_FILE} (opset {OPSET}; ONNX Runtime's "
+            f"outputs within {difference:.1g} of TensorFlow's on a probe batch)")
+    return target / MODEL_FILE

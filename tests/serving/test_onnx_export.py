@@ -1,0 +1,185 @@
+"""export-model --format onnx: ONNX Runtime's answers against the head's own, for a sentence
+task with named labels, a token tagger, a multiple-choice task and a span model, each a tiny
+fresh BERT encoded as ``predict`` encodes; what is written beside the model; the refusals."""
+import importlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fake_tasks import (CONTEXTS, SENTENCES, ChoiceTask, Question, Sentence, SentenceTask,
+                        save_model, tiny_wordpiece_head)
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks import TASKS
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.tasks.base import softmax
+from nlp_tutorials.tasks.conll import ConllTask
+from nlp_tutorials.tasks.squad import SquadTask
+from nlp_tutorials.text.tokenization import load_tokenizer
+
+tf = pytest.importorskip("tensorflow")
+onnxruntime = pytest.importorskip("onnxruntime", reason="--format onnx needs pip install "
+                                                        "'nlp_tutorials[onnx]'")
+pytest.importorskip("tf2onnx", reason="--format onnx needs pip install 'nlp_tutorials[onnx]'")
+from test_serving import (GT_PACKAGE, needs_minilm, predict_probabilities,  # noqa: E402
+                          widen_classifier)
+
+TAGS = ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+# The fakes' output layers are scaled up some 10,000 times so that their answers spread (a
+# fresh tiny encoder's vectors barely differ between inputs): the two runtimes' float32
+# rounding in the encoder, about 1e-7, then reaches 1e-4 in their probabilities. A wrong
+# layout or a wrong op moves them by 0.1 and more. On a real model the runtimes agree within
+# 1e-5 (test_minilm_answers_predicts_probabilities).
+WIDENED = 1e-3
+WORDS = [text.split() for text in SENTENCES if text.strip()]
+
+
+def exported(task, tmp_path, monkeypatch):
+    """(head, tokenizer, path of model.onnx, printed lines) of a tiny model of ``task``."""
+    from nlp_tutorials.serving.onnx_export import export_onnx
+
+    monkeypatch.setitem(TASKS, task.name, type(task))
+    head, tokenizer = tiny_wordpiece_head(task)
+    model_dir = save_model(head, tokenizer, task, tmp_path / "model")
+    printed = []
+    path = export_onnx(model_dir, tmp_path / "served", printer=printed.append)
+    return head, tokenizer, path, printed
+
+
+def run_onnx(path, arrays, pad_id: int) -> dict:
+    """ONNX Runtime's outputs by name for encoded ``arrays``, the mask from the padding."""
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": arrays["input_ids"].astype(np.int32),
+             "token_type_ids": arrays["token_type_ids"].astype(np.int32),
+             "attention_mask": (arrays["input_ids"] != pad_id).astype(np.int32)}
+    names = [output.name for output in session.get_outputs()]
+    return dict(zip(names, session.run(None, feeds)))
+
+
+def encoded(head, tokenizer, task, examples):
+    """The task's own encoding at predict's length, and the head's logits on it (numpy)."""
+    max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
+    arrays = task.encode(tokenizer, examples, max_len)
+    logits = head({k: arrays[k] for k in ("input_ids", "token_type_ids")}, training=False)
+    return arrays, logits.numpy()
+
+
+def test_a_sentence_task_answers_predicts_probabilities(tmp_path, monkeypatch):
+    task = SentenceTask()
+    head, tokenizer, path, printed = exported(task, tmp_path, monkeypatch)
+    assert printed == [f"ONNX model written to {path} (opset 17; ONNX Runtime's outputs "
+                       f"within {printed[0].split('within ')[1].split(' ')[0]} of "
+                       f"TensorFlow's on a probe batch)"]
+    arrays, logits = encoded(head, tokenizer, task, [Sentence(t, "low") for t in SENTENCES])
+    got = run_onnx(path, arrays, tokenizer.pad_id)
+    probabilities = softmax(logits)  # [n, 3]
+    assert set(got) == {"label", "probability"}  # label_name is text: in the metadata instead
+    assert probabilities.std(axis=0).max() > 0.01  # answers differ: a wrong layout shows
+    np.testing.assert_allclose(got["probability"], probabilities.max(axis=1), atol=WIDENED)
+    assert got["label"].tolist() == probabilities.argmax(axis=1).tolist()
+
+
+def test_metadata_and_tokenizer_travel_with_the_model(tmp_path, monkeypatch):
+    import onnx
+
+    task = SentenceTask(max_len=10)
+    _, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
+    metadata = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert metadata == {"task": task.name, "labels": json.dumps(list(task.labels)),
+                        "max_len": "10"}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model.onnx",
+                                                              "tokenizer_config.json",
+                                                              "vocab.txt"]
+    assert load_tokenizer(path.parent).vocab == tokenizer.vocab
+
+
+def test_a_tagger_answers_each_pieces_tag(tmp_path, monkeypatch):
+    from nlp_tutorials.tasks.conll import Sentence as Tagged
+
+    task = ConllTask(labels=TAGS)
+    head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
+    examples = [Tagged(tuple(words), ("O",) * len(words), line) for line, words in
+                enumerate(WORDS, 1)]
+    arrays, logits = encoded(head, tokenizer, task, examples)
+    got = run_onnx(path, arrays, tokenizer.pad_id)
+    probabilities = softmax(logits)  # [n, step, tags]
+    assert set(got) == {"tag_id", "probability"}
+    real = arrays["input_ids"] != tokenizer.pad_id
+    np.testing.assert_allclose(got["probability"][real], probabilities.max(axis=-1)[real],
+                               atol=1e-5)
+    assert (got["tag_id"][real] == probabilities.argmax(axis=-1)[real]).all()
+
+
+def test_a_choice_task_answers_its_probabilities(tmp_path, monkeypatch):
+    task = ChoiceTask()
+    head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
+    arrays, logits = encoded(head, tokenizer, task, [Question(c, e, 0) for c, e in CONTEXTS])
+    got = run_onnx(path, arrays, tokenizer.pad_id)  # ids [n, choices, step]
+    probabilities = softmax(logits)  # [n, choices]
+    assert set(got) == {"choice", "probabilities"} and probabilities.std() > 0.01
+    np.testing.assert_allclose(got["probabilities"], probabilities, atol=WIDENED)
+    assert got["choice"].tolist() == probabilities.argmax(axis=1).tolist()
+
+
+def test_a_span_model_answers_its_logits(tmp_path, monkeypatch):
+    task = SquadTask()
+    head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
+    rng = np.random.default_rng(1)
+    ids = rng.integers(5, tokenizer.vocab_size, (3, 20)).astype(np.int32)
+    ids[2, 14:] = tokenizer.pad_id
+    arrays = {"input_ids": ids, "token_type_ids": (np.arange(20) >= 8).astype(np.int32)
+              * np.ones_like(ids)}
+    logits = head(arrays, training=False)
+    got = run_onnx(path, arrays, tokenizer.pad_id)
+    assert sorted(got) == ["end_logits", "start_logits"]
+    for name in got:
+        np.testing.assert_allclose(got[name], logits[name].numpy(), atol=1e-5)
+
+
+def test_a_conversion_that_answers_otherwise_is_refused_and_writes_nothing(tmp_path,
+                                                                          monkeypatch):
+    from nlp_tutorials.serving import onnx_export
+
+    monkeypatch.setattr(onnx_export, "largest_difference", lambda *args: 0.25)
+    with pytest.raises(UserError, match=r"^ONNX conversion: ONNX Runtime's outputs differ from "
+                                        r"TensorFlow's by 0\.25 on a probe batch \(expected at "
+                                        r"most 0\.0001\)$"):
+        exported(SentenceTask(), tmp_path, monkeypatch)
+    assert not (tmp_path / "served").exists()
+
+
+def test_a_missing_converter_is_one_line(monkeypatch, tmp_path):
+    import sys
+
+    from nlp_tutorials.serving import onnx_export
+
+    monkeypatch.setitem(sys.modules, "tf2onnx", None)  # import tf2onnx raises ImportError
+    with pytest.raises(UserError, match=r"^--format onnx needs tf2onnx: pip install "
+                                        r"'nlp_tutorials\[onnx\]' \(tf2onnx and onnxruntime\)$"):
+        onnx_export.export_onnx(tmp_path / "model", tmp_path / "served")
+
+
+@pytest.mark.slow
+@needs_minilm
+def test_minilm_answers_predicts_probabilities(tmp_path):
+    from nlp_tutorials.bert import BERT
+    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.serving.onnx_export import export_onnx
+    from nlp_tutorials.tasks.mrpc import MrpcTask
+    from nlp_tutorials.training.finetuning import save_head
+
+    model_dir = Path(importlib.import_module(GT_PACKAGE).MODEL_DIR)
+    head = SequenceClassifier(BERT.from_pretrained(model_dir, printer=lambda *_: None),
+                              pooling="mean")
+    tokenizer = load_tokenizer(model_dir)
+    widen_classifier(head, tokenizer)  # logit margin std 2 on MRPC: a scale of about 10
+    save_head(head, tmp_path / "mrpc")
+    tokenizer.save(tmp_path / "mrpc")
+    path = export_onnx(tmp_path / "mrpc", tmp_path / "served", printer=lambda *_: None)
+    pairs = load_mrpc("test")[:32]
+    want = predict_probabilities(tmp_path / "mrpc", pairs)
+    assert want.std() > 0.1
+    arrays = MrpcTask().encode(tokenizer, pairs, 128)
+    got = run_onnx(path, arrays, tokenizer.pad_id)
+    np.testing.assert_allclose(got["probability"], want, atol=1e-5)
