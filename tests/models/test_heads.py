@@ -420,6 +420,6 @@ def test_multiple_choice_picks_the_repeated_word():
     # projections aligned) that grows slowly from BERT's 0.02 initial weights; a wider start and
     # a second layer (to carry the match to [CLS]) make it a few seconds' work.
     head = MultipleChoice(tiny_backbone(seed=14, layers=2, initializer_range=0.2))
-    fine_tune(head, train, steps=200)
+    fine_tune(head, train, steps=300)
     accuracy = np.mean(head(inputs_of(test)).numpy().argmax(-1) == test["labels"])
-    assert accuracy >= 0.9
+    assert accuracy >= 0.9, accuracy
