@@ -17,9 +17,10 @@ classifier on ``--minilm-dir``: speed does not depend on the weights). The syste
 - ``ort-torch``: that model exported by ``torch.onnx.export`` (opset 17), in ONNX Runtime with
   the fast tokenizer.
 
-Routes, timed when named in ``--systems``: ``tf-ids-xla`` (``predict_ids`` as a tf.function
-with ``jit_compile=True``; XLA compiles once per input shape, so batches are padded to a
-multiple of 32 positions and every such shape is compiled before the timing) and ``ort-ours-int8`` (``ort-ours`` with its matmul weights quantized to int8 by
+Routes, timed when named in ``--systems``: ``tf-strings-xla`` and ``tf-ids-xla``
+(``export-model --xla``: the model's call compiled by XLA, inputs padded to a multiple of 32
+positions; XLA compiles once per input shape, so these two make a whole untimed pass over the
+pairs first, as a server would warm up, where the others warm up on one batch and one pair) and ``ort-ours-int8`` (``ort-ours`` with its matmul weights quantized to int8 by
 ``onnxruntime.quantization.quantize_dynamic``).
 
 ONNX Runtime runs at optimisation level ALL. Each system runs in a fresh process for each round
@@ -43,10 +44,10 @@ import time
 from pathlib import Path
 
 SYSTEMS = ("tf-strings", "tf-ids", "ort-ours", "torch", "ort-torch")
-# Routes to a faster model, timed when named in --systems: predict_ids compiled by XLA, and the
-# ONNX export with its matmuls' weights quantized to int8 (ONNX Runtime's dynamic quantization).
-ROUTES = ("tf-ids-xla", "ort-ours-int8")
-XLA_BUCKET = 32  # tf-ids-xla pads each batch to a multiple of this many positions
+# Routes to a faster model, timed when named in --systems: export-model --xla's SavedModel, and
+# the ONNX export with its matmuls' weights quantized to int8 (ONNX Runtime's dynamic
+# quantization).
+ROUTES = ("tf-strings-xla", "tf-ids-xla", "ort-ours-int8")
 REFERENCE_SYSTEMS = ("torch", "ort-torch")
 BATCH = 32
 # all-MiniLM-L6-v2: 6 layers, hidden 384, intermediate 1,536.
@@ -204,41 +205,15 @@ def our_answerer(system: str, job: dict, threads: int):
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    if system == "tf-ids-xla":
-        return xla_answerer(job, encoded, tokenizer.pad_id), step
-    signatures = tf.saved_model.load(job["savedmodel"]).signatures
-    if system == "tf-strings":
+    signatures = tf.saved_model.load(job["savedmodel_xla" if system.endswith("-xla")
+                                         else "savedmodel"]).signatures
+    if system.startswith("tf-strings"):
         serve = signatures["serving_default"]
         return (lambda s1, s2: serve(sentence1=tf.constant(s1), sentence2=tf.constant(s2))
                 ["probability"].numpy()), step
     ids_only = signatures["predict_ids"]
     return (lambda s1, s2: ids_only(**{k: tf.constant(v) for k, v in encoded(s1, s2).items()})
             ["probability"].numpy()), step
-
-
-def xla_answerer(job: dict, encoded, pad_id: int):
-    """``predict_ids`` compiled by XLA, each batch padded to a multiple of ``XLA_BUCKET``
-    positions: XLA compiles once per input shape, so a server keeps the shapes few and
-    compiles them all before it answers (done here for batch 1 and 32, every bucket)."""
-    import numpy as np
-    import tensorflow as tf
-
-    from nlp_tutorials.serving.savedmodel import serving_module
-
-    module, _, _ = serving_module(job["model_dir"], strings=False)
-    compiled = tf.function(module.predict_ids, jit_compile=True)
-
-    def padded(arrays):
-        step = arrays["input_ids"].shape[1]
-        extra = -step % XLA_BUCKET
-        return {k: tf.constant(np.pad(v, [(0, 0), (0, extra)], constant_values=(
-                    pad_id if k == "input_ids" else 0))) for k, v in arrays.items()}
-
-    for batch in (1, BATCH):
-        for step in range(XLA_BUCKET, 129, XLA_BUCKET):
-            zeros = np.zeros((batch, step), np.int32)
-            compiled(input_ids=zeros + pad_id, token_type_ids=zeros, attention_mask=zeros + 1)
-    return lambda s1, s2: compiled(**padded(encoded(s1, s2)))["probability"].numpy()
 
 
 def matmul_rate(threads: int) -> float:
@@ -281,8 +256,10 @@ def worker(args) -> None:
         return
     job = json.loads(sys.stdin.readline())
     answer, step = our_answerer(args.worker, job, threads)
-    answer(*job["batches"][0])
-    answer(*job["singles"][0])  # warm-up: the first calls trace and allocate
+    warm_up = (job["batches"] + job["singles"] if args.worker.endswith("-xla")
+               else [job["batches"][0], job["singles"][0]])
+    for pair in warm_up:  # the first calls trace, allocate (and compile, with XLA)
+        answer(*pair)
     batch = sum(seconds(lambda: answer(*b)) for b in job["batches"])
     latencies = [seconds(lambda: answer(*s)) for s in job["singles"]]
     print(json.dumps({"batch": batch, "latencies": latencies,
@@ -319,6 +296,7 @@ def prepare(args, folder: Path) -> dict:
     quiet = {"printer": lambda *_: None}
     job = {"model_dir": str(model_dir), "minilm_dir": str(minilm_dir(args.minilm_dir)),
            "savedmodel": str(export_model(model_dir, folder / "saved", **quiet)),
+           "savedmodel_xla": str(export_model(model_dir, folder / "xla", xla=True, **quiet)),
            "onnx_ours": str(export_onnx(model_dir, folder / "onnx", **quiet)),
            "onnx_torch": str(folder / "torch.onnx")}
     subprocess.run([args.reference_python, "-c", REFERENCE, job["minilm_dir"],

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from nlp_tutorials.speed.compiled import compiled_in_buckets
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import CONTINUATION, MAX_WORD_CHARS, UNK, WordPieceTokenizer
 
@@ -170,8 +171,10 @@ class SequenceModule(tf.Module):
     (``sentence1``, ``sentence2``) or one ``sentence``.
     """
 
-    def __init__(self, head, tokenizer, task, strings: bool = True):
-        """``strings``: tokenize in the graph (a WordPiece ``tokenizer`` only)."""
+    def __init__(self, head, tokenizer, task, strings: bool = True, xla: bool = False):
+        """``strings``: tokenize in the graph (a WordPiece ``tokenizer`` only); ``xla``: the
+        head's call compiled by XLA on inputs padded to a multiple of 32 positions
+        (:mod:`~nlp_tutorials.speed.compiled`)."""
         super().__init__()
         self.head = head
         self.text_inputs = task.text_inputs()
@@ -179,6 +182,8 @@ class SequenceModule(tf.Module):
         # (load_finetuned has fitted it already; a task built elsewhere may not be).
         self.max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
         self.model_pad_id = head.backbone.config.pad_token_id
+        self.logits = (compiled_in_buckets(self.head_logits, self.model_pad_id) if xla
+                       else self.head_logits)
         self.special_ids = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id,
                             "pad_id": tokenizer.pad_id}
         self.tokenizer = (GraphWordPiece(tokenizer)
@@ -209,10 +214,14 @@ class SequenceModule(tf.Module):
             outputs["label_name"] = tf.gather(self.label_names, label)
         return outputs
 
+    def head_logits(self, input_ids, token_type_ids):
+        """The head's logits for encoded inputs, int32 [batch, step] each."""
+        return self.head({"input_ids": input_ids, "token_type_ids": token_type_ids},
+                         training=False)
+
     def classify(self, input_ids, token_type_ids):
         """Encoded inputs, int32 [batch, step] each -> :meth:`answer`."""
-        return self.answer(self.head({"input_ids": input_ids, "token_type_ids": token_type_ids},
-                                     training=False))
+        return self.answer(self.logits(input_ids, token_type_ids))
 
     def predict_ids(self, input_ids, token_type_ids, attention_mask):
         """Encoded inputs, int32 [batch, step] each -> the answer (see :meth:`answer`)."""
@@ -289,6 +298,8 @@ class ChoiceModule(SequenceModule):
 # The module serving each shape (token tagging and spans are added by the package's
 # __init__); a shape with none is refused (see export_model).
 SERVING_MODULES = {"sequence": SequenceModule, "choice": ChoiceModule}
+# The shapes whose answer has no step axis, so padding to a bucket cannot show in it.
+XLA_SHAPES = ("sequence", "choice")
 
 
 WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its number rule needs "
@@ -296,9 +307,10 @@ WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its n
                    "package's WordTokenizer, or fine-tune a WordPiece model for raw strings")
 
 
-def serving_module(model_dir, strings: bool = True):
+def serving_module(model_dir, strings: bool = True, xla: bool = False):
     """(serving module, task, tokenizer) of the fine-tuned model in ``model_dir``; a shape
-    without a serving module is one line. ``strings``: with the graph tokenizer's signatures."""
+    without a serving module is one line. ``strings``: with the graph tokenizer's signatures;
+    ``xla``: the head compiled by XLA (sequence and multiple-choice models)."""
     from nlp_tutorials.training.finetuning import load_finetuned
 
     head, tokenizer, task = load_finetuned(model_dir)
@@ -307,14 +319,23 @@ def serving_module(model_dir, strings: bool = True):
         raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape!r}; "
                         f"export-model serves the shapes {', '.join(served[:-1])} and "
                         f"{served[-1]}")
-    return SERVING_MODULES[task.shape](head, tokenizer, task, strings=strings), task, tokenizer
+    options = {"strings": strings}
+    if xla:
+        if task.shape not in XLA_SHAPES:
+            raise UserError(f"--xla: {model_dir} is a {task.title} model, of shape "
+                            f"{task.shape!r}; --xla compiles the shapes "
+                            f"{' and '.join(XLA_SHAPES)} only")
+        options["xla"] = True
+    return SERVING_MODULES[task.shape](head, tokenizer, task, **options), task, tokenizer
 
 
 def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
-                 ids_only: bool = False, printer=print) -> Path:
+                 ids_only: bool = False, printer=print, xla: bool = False) -> Path:
     """Write the fine-tuned model in ``model_dir`` as a SavedModel in ``output/<version>``
     (TensorFlow Serving's layout); with ``ids_only``, the ``predict_ids`` signature only, so
-    the model holds no tensorflow-text op and loads in any TensorFlow runtime.
+    the model holds no tensorflow-text op and loads in any TensorFlow runtime; with ``xla``
+    (sequence and multiple-choice models), the model's call in ``predict_ids`` and
+    ``serving_default`` is compiled by XLA on inputs padded to a multiple of 32 positions.
 
     The folder is written beside its target under a hidden name and renamed into place, so
     TensorFlow Serving (which watches ``output`` for numbered folders) never sees half a model,
@@ -324,7 +345,7 @@ def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
 
     target = Path(output) / str(version)
     refuse_existing(target, overwrite, "--output")
-    module, _, _ = serving_module(model_dir, strings=not ids_only)
+    module, _, _ = serving_module(model_dir, strings=not ids_only, xla=xla)
     signatures = module.signatures()
     save_folder_atomic(target, lambda tmp: tf.saved_model.save(module, str(tmp),
                                                                signatures=signatures))

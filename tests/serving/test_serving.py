@@ -279,7 +279,8 @@ def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling):
 
 @pytest.mark.slow
 @needs_minilm
-def test_minilm_loaded_elsewhere_answers_as_predict(tmp_path):
+@pytest.mark.parametrize("xla", [False, True])
+def test_minilm_loaded_elsewhere_answers_as_predict(tmp_path, xla):
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.training.finetuning import save_head
     from nlp_tutorials.models.heads import SequenceClassifier
@@ -293,7 +294,8 @@ def test_minilm_loaded_elsewhere_answers_as_predict(tmp_path):
     widen_classifier(head, tokenizer)
     save_head(head, tmp_path / "mrpc")
     tokenizer.save(tmp_path / "mrpc")
-    version = export_model(tmp_path / "mrpc", tmp_path / "served", printer=lambda *_: None)
+    version = export_model(tmp_path / "mrpc", tmp_path / "served", printer=lambda *_: None,
+                           xla=xla)
     pairs = sample_pairs()[:32] + sample_pairs()[-4:]
     want = predict_probabilities(tmp_path / "mrpc", pairs)
     assert want[:32].std() > 0.1

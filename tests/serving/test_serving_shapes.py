@@ -139,3 +139,37 @@ def test_a_shape_without_a_serving_module_is_refused_in_one_line(tmp_path, monke
                                 f"'unserved'; export-model serves the shapes choice, sequence, "
                                 f"span and token")
     assert not (tmp_path / "served").exists()
+
+
+def test_xla_compiled_signatures_answer_as_the_plain_ones():
+    from nlp_tutorials.serving.savedmodel import ChoiceModule, SequenceModule
+
+    task = SentenceTask()
+    head, tokenizer = tiny_wordpiece_head(task)
+    plain, compiled = (SequenceModule(head, tokenizer, task, xla=xla) for xla in (False, True))
+    sentences = tf.constant(SENTENCES)
+    want, got = plain.serving_default(sentences), compiled.serving_default(sentences)
+    assert got["label"].numpy().tolist() == want["label"].numpy().tolist()
+    # Widened output layer: see tests/speed/test_compiled.py for the tolerance.
+    np.testing.assert_allclose(got["probability"], want["probability"], atol=1e-3)
+    task = ChoiceTask()
+    head, tokenizer = tiny_wordpiece_head(task)
+    plain, compiled = (ChoiceModule(head, tokenizer, task, xla=xla) for xla in (False, True))
+    inputs = (tf.constant([c for c, _ in QUESTIONS]), tf.constant([e for _, e in QUESTIONS]))
+    want, got = plain.serving_default(*inputs), compiled.serving_default(*inputs)
+    assert got["choice"].numpy().tolist() == want["choice"].numpy().tolist()
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-3)
+
+
+def test_xla_is_refused_for_a_tagger_in_one_line(tmp_path, monkeypatch):
+    from nlp_tutorials.serving.savedmodel import export_model
+    from nlp_tutorials.tasks.conll import ConllTask
+
+    task = ConllTask(labels=("O", "B-LOC", "I-LOC"))
+    head, tokenizer = tiny_wordpiece_head(task)
+    model_dir = save_model(head, tokenizer, task, tmp_path / "model")
+    with pytest.raises(UserError, match=r"^--xla: .*/model is a CoNLL-2003 model, of shape "
+                                        r"'token'; --xla compiles the shapes sequence and "
+                                        r"choice only$"):
+        export_model(model_dir, tmp_path / "served", xla=True)
+    assert not (tmp_path / "served").exists()
