@@ -121,11 +121,14 @@ class MultiHeadAttention(keras.layers.Layer):
 class FeedForward(keras.layers.Layer):
     """Position-wise feed-forward network: dense(intermediate, act) -> dense(hidden).
 
-    ``call(x)`` maps [batch, step, hidden] to [batch, step, hidden]: ``output(intermediate(x))``,
-    computed on transposed activations by :func:`~nlp_tutorials.speed.kernels.transposed_feed_forward`
-    (same result, faster backward pass on CPU). With ``chunk_size_feed_forward`` in the config
-    it runs that many positions at a time (:func:`~nlp_tutorials.speed.kernels.in_chunks`): the same
-    result with a smaller intermediate activation.
+    ``call(x, training)`` maps [batch, step, hidden] to [batch, step, hidden]:
+    ``output(intermediate(x))``. In training it is computed on transposed activations by
+    :func:`~nlp_tutorials.speed.kernels.transposed_feed_forward` (same result, faster backward
+    pass on CPU); otherwise plainly: the transposed products are slow on few tokens, and took
+    half of MiniLM's time for one sentence pair (docs/serving.md#speed). With
+    ``chunk_size_feed_forward`` in the config it runs that many positions at a time
+    (:func:`~nlp_tutorials.speed.kernels.in_chunks`): the same result with a smaller
+    intermediate activation.
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -141,12 +144,16 @@ class FeedForward(keras.layers.Layer):
         self.intermediate.build(input_shape)
         self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate.units,))
 
-    def call(self, x):
+    def call(self, x, training=False):
+        forward = self.transposed if training else self.positionwise
         if self.chunk_size:
-            return in_chunks(self.positionwise, x, self.chunk_size)
-        return self.positionwise(x)
+            return in_chunks(forward, x, self.chunk_size)
+        return forward(x)
 
     def positionwise(self, x):
+        return self.output_dense(self.intermediate(x))
+
+    def transposed(self, x):
         return transposed_feed_forward(self.intermediate, self.output_dense, x)
 
 
@@ -178,7 +185,7 @@ class EncoderLayer(keras.layers.Layer):
         attended, probs, keys_values = self.attention(x, x, mask, training=training, cache=cache,
                                                       head_mask=head_mask)
         x = self.attention_norm(x, attended, training=training)
-        x = self.ffn_norm(x, self.ffn(x), training=training)
+        x = self.ffn_norm(x, self.ffn(x, training=training), training=training)
         return x, probs, keys_values
 
 
@@ -205,7 +212,7 @@ class DecoderLayer(keras.layers.Layer):
         attended, cross_probs, cross_cache = self.cross_attention(
             x, memory, memory_mask, training=training, cache=cache["cross"])
         x = self.cross_norm(x, attended, training=training)
-        x = self.ffn_norm(x, self.ffn(x), training=training)
+        x = self.ffn_norm(x, self.ffn(x, training=training), training=training)
         return x, self_probs, cross_probs, {"self": self_cache, "cross": cross_cache}
 
 

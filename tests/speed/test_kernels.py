@@ -34,8 +34,10 @@ def value_and_gradients(function, inputs, upstream):
     return loss.numpy(), [g.numpy() for g in tape.gradient(loss, inputs)]
 
 
-def test_feed_forward_and_its_gradients_match_numpy():
-    """The transposed-layout products compute x W1 -> GELU -> W2 and its gradients exactly."""
+@pytest.mark.parametrize("training", [True, False])
+def test_feed_forward_and_its_gradients_match_numpy(training):
+    """Both layouts (transposed in training, plain otherwise) compute x W1 -> GELU -> W2 and
+    its gradients exactly."""
     layer = FeedForward(tiny_config())
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, 5, 32)).astype("float32")
@@ -43,7 +45,7 @@ def test_feed_forward_and_its_gradients_match_numpy():
     with tf.GradientTape() as tape:
         inputs = tf.constant(x)
         tape.watch(inputs)
-        loss = tf.reduce_sum(layer(inputs) * upstream)
+        loss = tf.reduce_sum(layer(inputs, training=training) * upstream)
     weights = [layer.intermediate.kernel, layer.intermediate.bias,
                layer.output_dense.kernel, layer.output_dense.bias]
     grads = tape.gradient(loss, [inputs] + weights)
@@ -264,3 +266,19 @@ def test_fused_adamw_updates_as_keras_adamw():
         finals.append(weight.numpy())
     np.testing.assert_allclose(finals[1], finals[0], rtol=1e-5, atol=1e-6)
     assert not np.allclose(finals[0], start)
+
+
+def test_feed_forward_transposes_only_in_training():
+    """Inference runs the two Dense layers plainly (the transposed products are slow on few
+    tokens); training runs the transposed products (their weight gradients are the fast ones)."""
+    layer = FeedForward(tiny_config())
+    layer.build((None, None, 32))
+    spec = tf.TensorSpec([None, None, 32], tf.float32)
+
+    def transposes(forward):
+        graph = tf.function(forward).get_concrete_function(spec).graph
+        return sum(op.type == "Transpose" for op in graph.get_operations())
+
+    plain = transposes(lambda x: layer.output_dense(layer.intermediate(x)))
+    assert transposes(lambda x: layer(x, training=False)) == plain
+    assert transposes(lambda x: layer(x, training=True)) > plain
