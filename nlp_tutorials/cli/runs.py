@@ -211,7 +211,8 @@ def export_model(settings) -> None:
         from nlp_tutorials.serving.savedmodel import export_model as export_saved_model
 
         export_saved_model(settings.model_dir, settings.output, settings.version,
-                           settings.overwrite, settings.ids_only, xla=settings.xla)
+                           settings.overwrite, settings.ids_only, xla=settings.xla,
+                           precision=settings.precision)
 
 
 def split_squad(settings) -> None:

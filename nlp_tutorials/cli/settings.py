@@ -220,15 +220,23 @@ class ExportModelSettings(Settings):
     xla: bool = setting(False, "compile the model's call with XLA, inputs padded to a multiple "
                                "of 32 positions: faster answers after one compile (seconds) "
                                "per new input shape; sequence and multiple-choice models")
+    precision: str = setting("float32", "the weights' and products' precision; bfloat16 halves "
+                                        "the model and pays on CPUs with AVX512_BF16 or AMX "
+                                        "(slower on others)",
+                             choices=("float32", "bfloat16"))
 
     def check(self, given: frozenset = frozenset()) -> None:
-        """An ONNX model always takes ids, and XLA compiles TensorFlow's graphs only."""
+        """An ONNX model always takes ids, is float32, and XLA compiles TensorFlow's graphs
+        only."""
         if self.ids_only and self.format == "onnx":
             raise UserError("--ids-only: only with --format savedmodel; an ONNX model always "
                             "takes ids")
         if self.xla and self.format == "onnx":
             raise UserError("--xla: only with --format savedmodel; ONNX Runtime compiles the "
                             "ONNX model its own way")
+        if self.precision != "float32" and self.format == "onnx":
+            raise UserError(f"--precision {self.precision}: only with --format savedmodel; "
+                            f"the ONNX model is float32")
 
 
 @dataclasses.dataclass(kw_only=True)

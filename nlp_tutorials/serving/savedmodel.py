@@ -307,13 +307,17 @@ WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its n
                    "package's WordTokenizer, or fine-tune a WordPiece model for raw strings")
 
 
-def serving_module(model_dir, strings: bool = True, xla: bool = False):
+def serving_module(model_dir, strings: bool = True, xla: bool = False,
+                   precision: str = "float32"):
     """(serving module, task, tokenizer) of the fine-tuned model in ``model_dir``; a shape
     without a serving module is one line. ``strings``: with the graph tokenizer's signatures;
-    ``xla``: the head compiled by XLA (sequence and multiple-choice models)."""
+    ``xla``: the head compiled by XLA (sequence and multiple-choice models); ``precision``:
+    the weights' and the products' (:mod:`~nlp_tutorials.serving.precision`)."""
+    from nlp_tutorials.serving.precision import in_precision
     from nlp_tutorials.training.finetuning import load_finetuned
 
     head, tokenizer, task = load_finetuned(model_dir)
+    head = in_precision(head, precision)
     if task.shape not in SERVING_MODULES:
         served = sorted(SERVING_MODULES)
         raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape!r}; "
@@ -330,12 +334,15 @@ def serving_module(model_dir, strings: bool = True, xla: bool = False):
 
 
 def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
-                 ids_only: bool = False, printer=print, xla: bool = False) -> Path:
+                 ids_only: bool = False, printer=print, xla: bool = False,
+                 precision: str = "float32") -> Path:
     """Write the fine-tuned model in ``model_dir`` as a SavedModel in ``output/<version>``
     (TensorFlow Serving's layout); with ``ids_only``, the ``predict_ids`` signature only, so
     the model holds no tensorflow-text op and loads in any TensorFlow runtime; with ``xla``
     (sequence and multiple-choice models), the model's call in ``predict_ids`` and
-    ``serving_default`` is compiled by XLA on inputs padded to a multiple of 32 positions.
+    ``serving_default`` is compiled by XLA on inputs padded to a multiple of 32 positions;
+    ``precision`` "bfloat16" stores and multiplies the weights in bfloat16 (the outputs stay
+    float32).
 
     The folder is written beside its target under a hidden name and renamed into place, so
     TensorFlow Serving (which watches ``output`` for numbered folders) never sees half a model,
@@ -345,11 +352,15 @@ def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
 
     target = Path(output) / str(version)
     refuse_existing(target, overwrite, "--output")
-    module, _, _ = serving_module(model_dir, strings=not ids_only, xla=xla)
+    from nlp_tutorials.serving.precision import SLOW_HERE_NOTE, has_bfloat16_instructions
+
+    module, _, _ = serving_module(model_dir, strings=not ids_only, xla=xla, precision=precision)
     signatures = module.signatures()
     save_folder_atomic(target, lambda tmp: tf.saved_model.save(module, str(tmp),
                                                                signatures=signatures))
     if module.tokenizer is None and not ids_only:
         printer(WORD_LEVEL_NOTE)
+    if precision == "bfloat16" and has_bfloat16_instructions() is False:
+        printer(SLOW_HERE_NOTE)
     printer(f"SavedModel written to {target} (signatures: {', '.join(sorted(signatures))})")
     return target

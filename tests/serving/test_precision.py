@@ -1,0 +1,102 @@
+"""export-model --precision bfloat16: the head copied into bfloat16 (every weight the float32
+one rounded, the products in bfloat16), its answers near float32's for every task shape, the
+SavedModel's weights stored in bfloat16, and the note on a CPU without bfloat16 instructions."""
+import numpy as np
+import pytest
+
+from fake_tasks import ChoiceTask, SentenceTask, save_model, tiny_wordpiece_head
+from nlp_tutorials.serving.precision import has_bfloat16_instructions, in_precision
+from nlp_tutorials.tasks.conll import ConllTask
+from nlp_tutorials.tasks.squad import SquadTask
+
+tf = pytest.importorskip("tensorflow")
+
+TASKS = {"sequence": SentenceTask, "choice": ChoiceTask,
+         "token": lambda: ConllTask(labels=("O", "B-LOC", "I-LOC")), "span": SquadTask}
+
+
+def inputs(task, tokenizer):
+    """A batch of ids for ``task``'s head: [2, 7], or [2, 3, 7] for multiple choice."""
+    rng = np.random.default_rng(0)
+    shape = (2, 3, 7) if task.shape == "choice" else (2, 7)
+    ids = rng.integers(5, tokenizer.vocab_size, shape).astype("int32")
+    return {"input_ids": tf.constant(ids), "token_type_ids": tf.zeros(shape, tf.int32)}
+
+
+@pytest.mark.parametrize("shape", sorted(TASKS))
+def test_the_bfloat16_copy_rounds_every_weight_and_answers_near_float32(shape):
+    task = TASKS[shape]()
+    head, tokenizer = tiny_wordpiece_head(task)
+    copy = in_precision(head, "bfloat16")
+    assert len(copy.weights) == len(head.weights)
+    for ours, theirs in zip(copy.weights, head.weights):
+        # the same weight (the top model's name gets a number: bert_1/...)
+        assert ours.path.split("/", 1)[1] == theirs.path.split("/", 1)[1]
+        assert ours.dtype == "bfloat16"
+        rounded = tf.cast(tf.cast(theirs, tf.bfloat16), tf.float32).numpy()
+        np.testing.assert_array_equal(tf.cast(ours, tf.float32).numpy(), rounded)
+    batch = inputs(task, tokenizer)
+    batch["input_ids"] = tf.reshape(batch["input_ids"], [-1, 7])  # the encoder's [batch, step]
+    batch["token_type_ids"] = tf.reshape(batch["token_type_ids"], [-1, 7])
+    # The encoder's output: the fake heads' output layers are scaled up about 1e4 times (so
+    # that answers differ between inputs), which bfloat16's rounding would swamp.
+    want, have = (tf.cast(model.backbone(batch, training=False)["sequence_output"],
+                          tf.float32).numpy() for model in (head, copy))
+    # bfloat16 keeps 8 significant bits: about 0.4% a rounding, a few % after the layers.
+    np.testing.assert_allclose(have, want, atol=0.05 * np.abs(want).max())
+    assert np.abs(have - want).max() > 1e-4  # computed in bfloat16, not float32
+
+
+def test_float32_is_the_head_itself():
+    head, _ = tiny_wordpiece_head(SentenceTask())
+    assert in_precision(head, "float32") is head
+
+
+def test_the_exported_bfloat16_model_stores_bfloat16_and_answers_as_the_copy(tmp_path,
+                                                                            monkeypatch):
+    pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text")
+    import nlp_tutorials.serving.precision as precision
+    from nlp_tutorials.serving.savedmodel import SequenceModule, export_model
+    from nlp_tutorials.tasks import TASKS as REGISTERED
+
+    monkeypatch.setitem(REGISTERED, SentenceTask.name, SentenceTask)
+    task = SentenceTask()
+    head, tokenizer = tiny_wordpiece_head(task)
+    model_dir = save_model(head, tokenizer, task, tmp_path / "model")
+    monkeypatch.setattr(precision, "has_bfloat16_instructions", lambda: False)
+    printed = []
+    versions = {name: export_model(model_dir, tmp_path / name, printer=printed.append,
+                                   precision=name) for name in ("float32", "bfloat16")}
+    assert printed.count(precision.SLOW_HERE_NOTE) == 1
+    sentences = tf.constant(["a fine , warm story", "the film was dull and long", ""])
+    for name, version in versions.items():
+        stored = tf.train.load_checkpoint(str(version / "variables" / "variables"))
+        floats = {dtype for dtype in stored.get_variable_to_dtype_map().values()
+                  if dtype.is_floating}
+        assert floats == {tf.as_dtype(name)}
+        served = tf.saved_model.load(str(version)).signatures["serving_default"]
+        got = served(sentence=sentences)
+        model = in_precision(head, name)
+        want = SequenceModule(model, tokenizer, task).serving_default(sentences)
+        assert got["probability"].dtype == tf.float32
+        assert got["label"].numpy().tolist() == want["label"].numpy().tolist()
+        np.testing.assert_allclose(got["probability"], want["probability"], atol=1e-5)
+    monkeypatch.setattr(precision, "has_bfloat16_instructions", lambda: True)
+    printed.clear()
+    export_model(model_dir, tmp_path / "again", printer=printed.append, precision="bfloat16")
+    assert precision.SLOW_HERE_NOTE not in printed
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ("fpu sse2 avx2 fma avx512f avx512_bf16 amx_tile", True),
+    ("fpu sse2 avx2 fma amx_bf16 amx_tile", True),
+    ("fpu sse2 avx2 fma avx512f avx512_vnni", False)])
+def test_bfloat16_instructions_are_read_from_the_cpu_flags(tmp_path, flags, expected):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: A CPU\nflags\t\t: {flags}\n\n"
+                       f"processor\t: 1\nflags\t\t: {flags}\n")
+    assert has_bfloat16_instructions(cpuinfo) is expected
+
+
+def test_no_cpuinfo_says_nothing(tmp_path):
+    assert has_bfloat16_instructions(tmp_path / "missing") is None
