@@ -20,8 +20,12 @@ classifier on ``--minilm-dir``: speed does not depend on the weights). The syste
 Routes, timed when named in ``--systems``: ``tf-strings-xla`` and ``tf-ids-xla``
 (``export-model --xla``: the model's call compiled by XLA, inputs padded to a multiple of 32
 positions; XLA compiles once per input shape, so these two make a whole untimed pass over the
-pairs first, as a server would warm up, where the others warm up on one batch and one pair) and ``ort-ours-int8`` (``ort-ours`` with its matmul weights quantized to int8 by
-``onnxruntime.quantization.quantize_dynamic``).
+pairs first, as a server would warm up, where the others warm up on one batch and one pair);
+``tf-strings-bf16`` and ``tf-ids-bf16`` (``export-model --precision bfloat16``: pays only on
+CPUs with AVX512_BF16 or AMX); ``tf-strings-onednn`` and ``tf-ids-onednn`` (the plain
+SavedModel, TensorFlow started with ``TF_ENABLE_ONEDNN_OPTS=1``: its oneDNN kernels, on by
+default only on some Intel CPUs; the plain systems run with the machine's default); and ``ort-ours-int8`` (``ort-ours`` with its matmul weights
+quantized to int8 by ``onnxruntime.quantization.quantize_dynamic``).
 
 ONNX Runtime runs at optimisation level ALL. Each system runs in a fresh process for each round
 and thread count (``--threads``: TensorFlow's intra-op pool, torch's, ONNX Runtime's; inter-op
@@ -44,10 +48,14 @@ import time
 from pathlib import Path
 
 SYSTEMS = ("tf-strings", "tf-ids", "ort-ours", "torch", "ort-torch")
-# Routes to a faster model, timed when named in --systems: export-model --xla's SavedModel, and
-# the ONNX export with its matmuls' weights quantized to int8 (ONNX Runtime's dynamic
-# quantization).
-ROUTES = ("tf-strings-xla", "tf-ids-xla", "ort-ours-int8")
+# Routes to a faster model, timed when named in --systems: export-model --xla's SavedModel,
+# export-model --precision bfloat16's, the plain one with TensorFlow's oneDNN kernels switched
+# on, and the ONNX export with its matmuls' weights quantized
+# to int8 (ONNX Runtime's dynamic quantization).
+ROUTES = ("tf-strings-xla", "tf-ids-xla", "tf-strings-bf16", "tf-ids-bf16",
+          "tf-strings-onednn", "tf-ids-onednn", "ort-ours-int8")
+# The SavedModel each TensorFlow system loads, by the end of its name.
+SAVEDMODELS = {"-xla": "savedmodel_xla", "-bf16": "savedmodel_bf16"}
 REFERENCE_SYSTEMS = ("torch", "ort-torch")
 BATCH = 32
 # all-MiniLM-L6-v2: 6 layers, hidden 384, intermediate 1,536.
@@ -205,8 +213,9 @@ def our_answerer(system: str, job: dict, threads: int):
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    signatures = tf.saved_model.load(job["savedmodel_xla" if system.endswith("-xla")
-                                         else "savedmodel"]).signatures
+    folder = next((job[key] for end, key in SAVEDMODELS.items() if system.endswith(end)),
+                  job["savedmodel"])
+    signatures = tf.saved_model.load(folder).signatures
     if system.startswith("tf-strings"):
         serve = signatures["serving_default"]
         return (lambda s1, s2: serve(sentence1=tf.constant(s1), sentence2=tf.constant(s2))
@@ -276,6 +285,8 @@ def run_worker(args, system: str, threads: int, job: dict) -> dict:
         command = [sys.executable, __file__, "--reference-python", args.reference_python,
                    "--worker", system, "--threads", str(threads)]
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "OMP_NUM_THREADS": str(threads)}
+    if system.endswith("-onednn"):  # read when TensorFlow is imported
+        environment["TF_ENABLE_ONEDNN_OPTS"] = "1"
     finished = subprocess.run(command, input=json.dumps(job) + "\n", capture_output=True,
                               text=True, env=environment, check=False)
     if finished.returncode:
@@ -297,6 +308,8 @@ def prepare(args, folder: Path) -> dict:
     job = {"model_dir": str(model_dir), "minilm_dir": str(minilm_dir(args.minilm_dir)),
            "savedmodel": str(export_model(model_dir, folder / "saved", **quiet)),
            "savedmodel_xla": str(export_model(model_dir, folder / "xla", xla=True, **quiet)),
+           "savedmodel_bf16": str(export_model(model_dir, folder / "bf16",
+                                               precision="bfloat16", **quiet)),
            "onnx_ours": str(export_onnx(model_dir, folder / "onnx", **quiet)),
            "onnx_torch": str(folder / "torch.onnx")}
     subprocess.run([args.reference_python, "-c", REFERENCE, job["minilm_dir"],
