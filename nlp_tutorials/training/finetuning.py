@@ -186,16 +186,24 @@ def train_epochs(head, train: dict, epochs: int, batch_size: int, rng, strategy,
                  end_of_epoch) -> None:
     """``epochs`` passes over the encoded ``train`` pairs in random length-grouped batches (the
     last partial one dropped), through the training loop; ``end_of_epoch(epoch, metrics)``
-    after each (epoch from 1, the metrics of its last step). Ctrl-C stops after the current
-    step and raises KeyboardInterrupt."""
+    after each (epoch from 1; ``loss`` the mean over the epoch's steps, the other metrics its
+    last step's: one batch's loss moves too much to compare epochs by). Ctrl-C stops after
+    the current step and raises KeyboardInterrupt."""
     steps_per_epoch = len(train["input_ids"]) // batch_size
     every_epoch = epoch_batches(
         lambda: batches(train, batch_size, rng, drop_remainder=True,
                         pad_id=head.backbone.config.pad_token_id), epochs)
-    hook = Hook(steps_per_epoch,
-                lambda step, batch, metrics: end_of_epoch(step // steps_per_epoch, metrics))
+    losses = []  # this epoch's, step by step
+
+    def epoch_done(step, batch, metrics):
+        mean_loss = sum(losses) / len(losses)
+        losses.clear()
+        end_of_epoch(step // steps_per_epoch, {**metrics, "loss": mean_loss})
+
+    hooks = (Hook(1, lambda step, batch, metrics: losses.append(metrics["loss"])),
+             Hook(steps_per_epoch, epoch_done))  # in this order after each step
     if train_steps(head, every_epoch, 1, epochs * steps_per_epoch, strategy=strategy,
-                   hooks=(hook,)):
+                   hooks=hooks):
         raise KeyboardInterrupt
 
 

@@ -208,3 +208,33 @@ def test_length_grouped_order_is_a_permutation_with_tighter_batches():
     # Batches are not simply sorted by length: their order is shuffled.
     longest = [lengths[order[i:i + 32]].max() for i in range(0, 992, 32)]
     assert longest != sorted(longest) and longest != sorted(longest, reverse=True)
+
+
+def test_the_epochs_train_loss_is_the_mean_over_its_steps():
+    """With the learning rate 0 every step sees the same weights, so each batch's loss can be
+    computed again afterwards: the reported loss is their mean over the epoch, not the last
+    batch's."""
+    import keras
+    import tensorflow as tf
+
+    from fake_tasks import SENTENCES, Sentence, SentenceTask, tiny_wordpiece_head
+    from nlp_tutorials.tasks.base import model_arrays
+    from nlp_tutorials.training.finetuning import batches, train_epochs
+
+    task = SentenceTask()
+    head, tokenizer = tiny_wordpiece_head(task)
+    examples = [Sentence(text, task.labels[i % 3]) for i, text in enumerate(SENTENCES)]
+    arrays = model_arrays(task.encode(tokenizer, examples, 16))
+    head.compile(optimizer=keras.optimizers.SGD(0.0))
+    reported = []
+    train_epochs(head, arrays, 2, 2, np.random.default_rng(5), tf.distribute.get_strategy(),
+                 lambda epoch, metrics: reported.append((epoch, metrics["loss"])))
+    rng = np.random.default_rng(5)  # the same orders again, epoch by epoch
+    expected = []
+    for epoch in (1, 2):
+        losses = [float(head.loss_and_metrics(batch, training=False)[0])
+                  for batch in batches(arrays, 2, rng, drop_remainder=True,
+                                       pad_id=tokenizer.pad_id)]
+        assert len(losses) > 1 and np.std(losses) > 1e-3  # the last batch's would differ
+        expected.append((epoch, pytest.approx(np.mean(losses), rel=1e-5)))
+    assert reported == expected
