@@ -24,8 +24,9 @@ pairs first, as a server would warm up, where the others warm up on one batch an
 ``tf-strings-bf16`` and ``tf-ids-bf16`` (``export-model --precision bfloat16``: pays only on
 CPUs with AVX512_BF16 or AMX); ``tf-strings-onednn`` and ``tf-ids-onednn`` (the plain
 SavedModel, TensorFlow started with ``TF_ENABLE_ONEDNN_OPTS=1``: its oneDNN kernels, on by
-default only on some Intel CPUs; the plain systems run with the machine's default); and ``ort-ours-int8`` (``ort-ours`` with its matmul weights
-quantized to int8 by ``onnxruntime.quantization.quantize_dynamic``).
+default only on CPUs with VNNI, AVX512_BF16 or AMX; the plain systems run with TensorFlow's
+default for the CPU); and ``ort-ours-int8`` (``ort-ours`` with its matmul weights quantized to
+int8 by ``onnxruntime.quantization.quantize_dynamic``).
 
 ONNX Runtime runs at optimisation level ALL. Each system runs in a fresh process for each round
 and thread count (``--threads``: TensorFlow's intra-op pool, torch's, ONNX Runtime's; inter-op
