@@ -100,3 +100,26 @@ def test_bfloat16_instructions_are_read_from_the_cpu_flags(tmp_path, flags, expe
 
 def test_no_cpuinfo_says_nothing(tmp_path):
     assert has_bfloat16_instructions(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize("shape", ["token", "span", "choice"])
+def test_every_serving_module_answers_from_a_bfloat16_head(shape):
+    """The signatures' own arithmetic (softmax, spans' decoding, tag choice) takes the bfloat16
+    head's logits: same outputs, same dtypes as from float32."""
+    pytest.importorskip("tensorflow_text", reason="the string signatures need tensorflow-text")
+    from nlp_tutorials.serving.savedmodel import SERVING_MODULES
+
+    task = TASKS[shape]()
+    head, tokenizer = tiny_wordpiece_head(task)
+    task.max_len = head.backbone.config.max_position_embeddings  # as load_finetuned fits it
+    request = {"token": [tf.constant(["a fine , warm story", "the film was dull and long"])],
+               "span": [tf.constant(["what was dull ?"]),
+                        tf.constant(["the film was dull and long"])],
+               "choice": [tf.constant(["the man opened the door"]),
+                          tf.constant([["and walked in", "then slept"]])]}[shape]
+    answers = [SERVING_MODULES[shape](model, tokenizer, task).serving_default(*request)
+               for model in (head, in_precision(head, "bfloat16"))]
+    assert sorted(answers[0]) == sorted(answers[1])
+    for name, value in answers[0].items():
+        assert answers[1][name].dtype == value.dtype, name
+        assert answers[1][name].shape == value.shape, name
