@@ -220,6 +220,7 @@ class ExportModelSettings(Settings):
     xla: bool = setting(False, "compile the model's call with XLA, inputs padded to a multiple "
                                "of 32 positions: faster answers after one compile (seconds) "
                                "per new input shape; sequence and multiple-choice models")
+    # serving.precision.PRECISIONS, written out: importing the serving package starts TensorFlow
     precision: str = setting("float32", "the weights' and products' precision; bfloat16 halves "
                                         "the model and pays on CPUs with AVX512_BF16 or AMX "
                                         "(slower on others)",

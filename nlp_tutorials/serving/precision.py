@@ -4,8 +4,9 @@ bfloat16 keeps float32's 8 exponent bits and 7 of its 23 mantissa bits: the weig
 the bytes, and a CPU with AVX512_BF16 or AMX multiplies them in hardware, more multiply-adds
 per instruction than in float32. A CPU without those instructions converts the products to
 float32 in software, so there the model runs slower than in float32: export in bfloat16 for
-the CPUs it will be served on. What the model answers moves a little (docs/serving.md#speed measures MRPC's
-accuracy both ways); LayerNorm, the attention's softmax and the outputs stay float32.
+the CPUs it will be served on. What the model answers moves a little (docs/serving.md#speed
+gives MRPC's accuracy both ways); LayerNorm, the attention's softmax and the outputs stay
+float32.
 """
 from pathlib import Path
 
@@ -19,6 +20,8 @@ def in_precision(head, precision: str):
     (weights stored and computed in bfloat16), its weights rounded from ``head``'s."""
     import keras
 
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
     if precision == "float32":
         return head
     previous = keras.mixed_precision.global_policy()

@@ -367,3 +367,15 @@ def test_a_run_functions_status_is_the_exit_status(monkeypatch, capsys):
                      if c.name == "train" else c for c in family.commands)
     monkeypatch.setitem(FAMILIES, "bert", dataclasses.replace(family, commands=commands))
     assert run_main(capsys, "bert", ["train"])[0] == 130
+
+
+def test_export_models_precisions_are_the_serving_packages():
+    """The flag writes its choices out (the serving package starts TensorFlow on import)."""
+    import dataclasses
+
+    from nlp_tutorials.cli.settings import ExportModelSettings
+    from nlp_tutorials.serving.precision import PRECISIONS
+    from nlp_tutorials.training.config import FLAG
+
+    fields = {field.name: field for field in dataclasses.fields(ExportModelSettings)}
+    assert fields["precision"].metadata[FLAG].choices == PRECISIONS

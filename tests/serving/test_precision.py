@@ -123,3 +123,10 @@ def test_every_serving_module_answers_from_a_bfloat16_head(shape):
     for name, value in answers[0].items():
         assert answers[1][name].dtype == value.dtype, name
         assert answers[1][name].shape == value.shape, name
+
+
+def test_an_unknown_precision_is_refused():
+    head, _ = tiny_wordpiece_head(SentenceTask())
+    with pytest.raises(ValueError, match=r"^precision='float16': expected one of float32, "
+                                         r"bfloat16$"):
+        in_precision(head, "float16")
