@@ -25,8 +25,10 @@ pairs first, as a server would warm up, where the others warm up on one batch an
 CPUs with AVX512_BF16 or AMX); ``tf-strings-onednn`` and ``tf-ids-onednn`` (the plain
 SavedModel, TensorFlow started with ``TF_ENABLE_ONEDNN_OPTS=1``: its oneDNN kernels, on by
 default only on CPUs with VNNI, AVX512_BF16 or AMX; the plain systems run with TensorFlow's
-default for the CPU); and ``ort-ours-int8`` (``ort-ours`` with its matmul weights quantized to
-int8 by ``onnxruntime.quantization.quantize_dynamic``).
+default for the CPU); ``ort-ours-int8`` (``ort-ours`` with its matmul weights quantized to
+int8 by ``onnxruntime.quantization.quantize_dynamic``); and ``ort-ours-unfused`` (the ONNX
+export as tf2onnx converted it, without the export's graph rewrites:
+``nlp_tutorials.serving.onnx_fusion``).
 
 ONNX Runtime runs at optimisation level ALL. Each system runs in a fresh process for each round
 and thread count (``--threads``: TensorFlow's intra-op pool, torch's, ONNX Runtime's; inter-op
@@ -51,10 +53,13 @@ from pathlib import Path
 SYSTEMS = ("tf-strings", "tf-ids", "ort-ours", "torch", "ort-torch")
 # Routes to a faster model, timed when named in --systems: export-model --xla's SavedModel,
 # export-model --precision bfloat16's, the plain one with TensorFlow's oneDNN kernels switched
-# on, and the ONNX export with its matmuls' weights quantized
-# to int8 (ONNX Runtime's dynamic quantization).
+# on, the ONNX export with its matmuls' weights quantized to int8 (ONNX Runtime's dynamic
+# quantization), and the ONNX export without its graph rewrites.
 ROUTES = ("tf-strings-xla", "tf-ids-xla", "tf-strings-bf16", "tf-ids-bf16",
-          "tf-strings-onednn", "tf-ids-onednn", "ort-ours-int8")
+          "tf-strings-onednn", "tf-ids-onednn", "ort-ours-int8", "ort-ours-unfused")
+# The ONNX model each ONNX Runtime system of ours loads.
+ONNX_MODELS = {"ort-ours": "onnx_ours", "ort-ours-int8": "onnx_ours_int8",
+               "ort-ours-unfused": "onnx_ours_unfused"}
 # The SavedModel each TensorFlow system loads, by the end of its name.
 SAVEDMODELS = {"-xla": "savedmodel_xla", "-bf16": "savedmodel_bf16"}
 REFERENCE_SYSTEMS = ("torch", "ort-torch")
@@ -203,7 +208,7 @@ def our_answerer(system: str, job: dict, threads: int):
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        path = job["onnx_ours_int8" if system == "ort-ours-int8" else "onnx_ours"]
+        path = job[ONNX_MODELS[system]]
         session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         return (lambda s1, s2: session.run(["probability"], encoded(s1, s2))[0]), step
     import tensorflow as tf
@@ -312,6 +317,8 @@ def prepare(args, folder: Path) -> dict:
            "savedmodel_bf16": str(export_model(model_dir, folder / "bf16",
                                                precision="bfloat16", **quiet)),
            "onnx_ours": str(export_onnx(model_dir, folder / "onnx", **quiet)),
+           "onnx_ours_unfused": str(export_onnx(model_dir, folder / "unfused", fused=False,
+                                                **quiet)),
            "onnx_torch": str(folder / "torch.onnx")}
     subprocess.run([args.reference_python, "-c", REFERENCE, job["minilm_dir"],
                     job["onnx_torch"], "export", "1"], check=True, capture_output=True)

@@ -15,7 +15,9 @@ The conversion is tf2onnx's (``pip install 'nlp_tutorials[onnx]'``), at ONNX ops
 no rule for ``Erfc``, the op TensorFlow's exact GELU is built from, so one is added here:
 erfc(x) = 1 - erf(x), with ONNX's own ``Erf``. Before anything is written, ONNX Runtime runs
 the converted model on a probe batch and its outputs are compared with TensorFlow's: a
-conversion that differs by more than :data:`TOLERANCE` is refused.
+conversion that differs by more than :data:`TOLERANCE` is refused. Before that check, the
+converted graph is rewritten into fewer, larger ops (one ``LayerNormalization`` for ten, a
+GELU and a Dense in the forms ONNX Runtime fuses: :mod:`nlp_tutorials.serving.onnx_fusion`).
 """
 import contextlib
 import importlib
@@ -149,8 +151,11 @@ def largest_difference(model_bytes: bytes, function, feeds: dict) -> float:
                for name in names)
 
 
-def convert(module, task, vocab_size: int):
-    """(ONNX model bytes, largest difference from TensorFlow on the probe batch)."""
+def convert(module, task, vocab_size: int, fused: bool = True):
+    """(ONNX model bytes, largest difference from TensorFlow on the probe batch). ``fused``:
+    rewrite the converted graph into fewer ops (:mod:`nlp_tutorials.serving.onnx_fusion`)."""
+    from nlp_tutorials.serving.onnx_fusion import fuse
+
     tf2onnx = import_converter()
     function = numeric_predict_ids(module)
     logger, level = tf.get_logger(), tf.get_logger().level
@@ -167,6 +172,8 @@ def convert(module, task, vocab_size: int):
     if left:
         raise UserError(f"ONNX conversion left TensorFlow ops without an ONNX rule: "
                         f"{', '.join(left)}")
+    if fused:
+        fuse(proto)
     for key, value in {"task": task.name, "labels": json.dumps(list(task.labels)),
                        "max_len": str(module.max_len)}.items():
         proto.metadata_props.add(key=key, value=value)
@@ -180,10 +187,12 @@ def convert(module, task, vocab_size: int):
 
 
 def export_onnx(model_dir, output, version: int = 1, overwrite: bool = False,
-                printer=print) -> Path:
+                printer=print, fused: bool = True) -> Path:
     """Write the fine-tuned model in ``model_dir`` as ``output/<version>/model.onnx`` with its
     tokenizer beside it, atomically (the old version folder stays whole until the new one is
-    in place). Returns the path of ``model.onnx``."""
+    in place). Returns the path of ``model.onnx``. ``fused=False`` writes tf2onnx's graph as
+    it converted it, without :mod:`~nlp_tutorials.serving.onnx_fusion`'s rewrites (to measure
+    what they give: benchmarks/serving_speed.py)."""
     from nlp_tutorials.serving.savedmodel import serving_module
     from nlp_tutorials.system.files import refuse_existing, save_folder_atomic
 
@@ -191,7 +200,8 @@ def export_onnx(model_dir, output, version: int = 1, overwrite: bool = False,
     refuse_existing(target, overwrite, "--output")
     import_converter()  # a missing extra is said before the model loads
     module, task, tokenizer = serving_module(model_dir, strings=False)
-    model_bytes, difference = convert(module, task, module.head.backbone.config.vocab_size)
+    model_bytes, difference = convert(module, task, module.head.backbone.config.vocab_size,
+                                      fused)
 
     def save(folder):
         folder.mkdir()
