@@ -19,7 +19,10 @@ none set, TensorFlow's own choice), ``-onednn`` for ``TF_ENABLE_ONEDNN_OPTS=1`` 
   without the written-out gradient: a pattern Grappler's remapper knows);
 - ``keras-layernorm``: Keras' own LayerNormalization call in place of ``kernels.LayerNorm``'s;
 - ``transposed-ff``: the feed-forward on transposed activations, as in training (the layout
-  inference used before 2026-12-03).
+  inference used before 2026-12-03);
+- ``einsum-dense``: every Dense on [batch, step, in] as one ``tf.einsum`` and a bias add, in
+  place of Keras' ``Tensordot`` (a flatten, the product and a reshape back, with the shapes
+  computed op by op): 40% fewer ops in the traced graph.
 """
 import argparse
 import json
@@ -31,7 +34,7 @@ import time
 
 DEFAULT_CONFIGS = ("1x1", "1x1-onednn", "2x1", "2x1-onednn", "2x2-onednn", "default-onednn",
                    "1x1-transposed-ff", "2x1-onednn-tf-gelu", "2x1-onednn-keras-layernorm")
-VARIANTS = ("tf-gelu", "keras-layernorm", "transposed-ff")
+VARIANTS = ("tf-gelu", "keras-layernorm", "transposed-ff", "einsum-dense")
 BATCH = 32
 
 
@@ -77,6 +80,16 @@ def use_variant(variant) -> None:
         layers.LayerNorm.call = keras.layers.LayerNormalization.call
     elif variant == "transposed-ff":
         layers.FeedForward.positionwise = layers.FeedForward.transposed
+    elif variant == "einsum-dense":
+        keras_call = keras.layers.Dense.call
+
+        def einsum_call(self, inputs, training=None):
+            if len(inputs.shape) != 3:
+                return keras_call(self, inputs, training=training)
+            outputs = tf.nn.bias_add(tf.einsum("bsi,io->bso", inputs, self.kernel), self.bias)
+            return self.activation(outputs)  # [batch, step, units]
+
+        keras.layers.Dense.call = einsum_call
 
 
 def worker(args) -> None:
