@@ -24,7 +24,8 @@ none set, TensorFlow's own choice), ``-onednn`` for ``TF_ENABLE_ONEDNN_OPTS=1`` 
   place of Keras' ``Tensordot`` (a flatten, the product and a reshape back, with the shapes
   computed op by op): 40% fewer ops in the traced graph;
 - ``fused-qkv``: self-attention's query, key and value projected by one product with the
-  three kernels side by side ([hidden, 3 x hidden], made once as a constant) instead of three.
+  three kernels side by side ([hidden, 3 x hidden], a constant made when the call is traced)
+  instead of three.
 """
 import argparse
 import json
@@ -103,17 +104,18 @@ def fuse_query_key_value(attention) -> None:
     import numpy as np
     import tensorflow as tf
 
-    plain_project = attention.project
+    plain_queries, plain_project = attention.queries, attention.project
 
     def queries(self, x):
-        if not hasattr(self, "qkv_kernel"):
-            dense = (self.query, self.key, self.value)
-            with tf.init_scope():  # the weights' values, read once while the call is traced
-                self.qkv_kernel = np.concatenate([d.kernel.numpy() for d in dense], 1)  # [h, 3w]
-                self.qkv_bias = np.concatenate([d.bias.numpy() for d in dense])  # [3 w]
+        dense = (self.query, self.key, self.value)
+        if not all(d.built for d in dense):  # the model's first call, which builds them
+            return plain_queries(self, x)
+        with tf.init_scope():  # the weights as they are when the call is traced
+            kernel = np.concatenate([d.kernel.numpy() for d in dense], 1)  # [hidden, 3 w]
+            bias = np.concatenate([d.bias.numpy() for d in dense])  # [3 w]
         flat = tf.reshape(x, [-1, x.shape[-1]])  # [tokens, hidden]
-        projected = tf.matmul(flat, self.qkv_kernel) + self.qkv_bias  # [tokens, 3 w]
-        width = self.qkv_bias.shape[0] // 3
+        projected = tf.matmul(flat, kernel) + bias  # [tokens, 3 w]
+        width = bias.shape[0] // 3
         projected = tf.reshape(projected, tf.concat([tf.shape(x)[:-1], [3 * width]], 0))
         q, k, v = tf.split(projected, 3, axis=-1)  # each [batch, step, w]
         self.projected_input = (x, {"key": self.split_heads(k), "value": self.split_heads(v)})
