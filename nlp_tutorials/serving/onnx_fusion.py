@@ -88,9 +88,10 @@ def other_input(node, name: str):
 
 
 def only_read_inside(index: GraphIndex, nodes) -> bool:
-    """Whether every output of ``nodes`` but the last node's is read by ``nodes`` alone."""
-    inside = {id(node) for node in nodes}
-    return all(id(reader) in inside and name not in index.outputs
+    """Whether every output of ``nodes`` but the last node's is read by ``nodes`` alone (nodes
+    known by their first output's name, as in :func:`rewrite_all`)."""
+    inside = {node.output[0] for node in nodes}
+    return all(reader.output[0] in inside and name not in index.outputs
                for node in nodes[:-1] for name in node.output
                for reader in index.readers.get(name, []))
 
@@ -153,16 +154,16 @@ def gelu_at(index: GraphIndex, erf):
         return None
     dtype = index.constants[factor].dtype
     name = product.name + "/gelu"
-    sqrt_2, one, half = (index.add_constant(f"{name}/{label}", np.array(value, dtype))
-                         for label, value in (("sqrt_2", 1 / SQRT_HALF), ("one", 1.0),
-                                              ("half", 0.5)))
+    sqrt_2, one, one_half = (index.add_constant(f"{name}/{label}", np.array(value, dtype))
+                             for label, value in (("sqrt_2", 1 / SQRT_HALF), ("one", 1.0),
+                                                  ("half", 0.5)))
     scaled_x, erf_x, doubled_cdf, doubled = (f"{name}/{label}" for label in
                                              ("scaled", "erf", "doubled_cdf", "doubled"))
     fused = [helper.make_node("Div", [x, sqrt_2], [scaled_x], name=scaled_x),
              helper.make_node("Erf", [scaled_x], [erf_x], name=erf_x),
              helper.make_node("Add", [erf_x, one], [doubled_cdf], name=doubled_cdf),  # 2 Phi(x)
              helper.make_node("Mul", [x, doubled_cdf], [doubled], name=doubled),
-             helper.make_node("Mul", [doubled, half], list(product.output), name=name)]
+             helper.make_node("Mul", [doubled, one_half], list(product.output), name=name)]
     return nodes, fused
 
 
@@ -201,7 +202,8 @@ def copied_dimension(index: GraphIndex, name: str, x: str):
     bounds = [index.constants.get(name) for name in piece.input[1:]]
     if any(value is None for value in bounds):
         return None
-    starts, ends, axes, steps = [value.tolist() for value in bounds] + [[0], [1]][len(bounds) - 2:]
+    starts, ends, *optional = [value.tolist() for value in bounds]
+    axes, steps = optional + [[0], [1]][len(optional):]  # ONNX's defaults where left out
     if len(starts) != 1 or starts[0] < 0 or ends != [starts[0] + 1] or axes != [0] or steps != [1]:
         return None
     return starts[0]

@@ -6,8 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from fake_tasks import SENTENCES, Sentence, SentenceTask, save_model, tiny_wordpiece_head
-from nlp_tutorials.tasks import TASKS
+from fake_tasks import SENTENCES, Sentence, SentenceTask
 
 tf = pytest.importorskip("tensorflow")
 onnxruntime = pytest.importorskip("onnxruntime", reason="--format onnx needs pip install "
@@ -17,6 +16,7 @@ import onnx  # noqa: E402  (tf2onnx's dependency)
 from onnx import helper  # noqa: E402
 
 from nlp_tutorials.serving.onnx_fusion import fuse  # noqa: E402
+from test_onnx_export import WIDENED, exported, run_onnx  # noqa: E402
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 5, 8)).astype(np.float32)  # [batch, step, hidden]
@@ -138,26 +138,18 @@ def test_an_exported_model_keeps_its_answers_in_a_third_of_the_ops(tmp_path, mon
     from nlp_tutorials.serving.onnx_export import export_onnx
 
     task = SentenceTask()
-    monkeypatch.setitem(TASKS, task.name, type(task))
-    head, tokenizer = tiny_wordpiece_head(task)
-    model_dir = save_model(head, tokenizer, task, tmp_path / "model")
-    quiet = {"printer": lambda *_: None}
-    plain = onnx.load(export_onnx(model_dir, tmp_path / "plain", fused=False, **quiet))
-    fused = onnx.load(export_onnx(model_dir, tmp_path / "fused", **quiet))
+    head, tokenizer, fused_path, _ = exported(task, tmp_path, monkeypatch)
+    plain_path = export_onnx(tmp_path / "model", tmp_path / "plain", fused=False,
+                             printer=lambda *_: None)
+    plain, fused = onnx.load(plain_path), onnx.load(fused_path)
     layers = head.backbone.config.num_hidden_layers
     assert op_types(fused).count("LayerNormalization") == 2 * layers + 1  # and the embeddings'
     assert op_types(fused).count("Erf") == layers
     assert not {"GlobalAveragePool", "ReduceProd", "Reciprocal"} & set(op_types(fused))
     assert len(fused.graph.node) < len(plain.graph.node) / 2
     arrays = task.encode(tokenizer, [Sentence(text, "low") for text in SENTENCES], 24)
-    feeds = {"input_ids": arrays["input_ids"].astype(np.int32),
-             "token_type_ids": arrays["token_type_ids"].astype(np.int32),
-             "attention_mask": (arrays["input_ids"] != tokenizer.pad_id).astype(np.int32)}
-    answers = [onnxruntime.InferenceSession(model.SerializeToString(),
-                                            providers=["CPUExecutionProvider"]).run(None, feeds)
-               for model in (plain, fused)]
-    assert answers[0][1].std() > 0.01  # probabilities that differ between inputs
-    # The fake's output layer is scaled up some 10,000 times (tiny_wordpiece_head): float32
-    # rounding, about 1e-7 in the encoder, reaches 1e-4 in its probabilities.
-    for plain_output, fused_output in zip(*answers):
-        np.testing.assert_allclose(fused_output, plain_output, atol=1e-3)
+    want, got = (run_onnx(path, arrays, tokenizer.pad_id) for path in (plain_path, fused_path))
+    assert want["probability"].std() > 0.01  # probabilities that differ between inputs
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], atol=WIDENED)
