@@ -17,13 +17,13 @@ from nlp_tutorials.speed.kernels import LayerNorm
 from nlp_tutorials.models.losses import sparse_cross_entropy
 from nlp_tutorials.models.masks import cached_causal_mask
 from nlp_tutorials.models.pruning import pruned_copy
-from nlp_tutorials.models.layers import Embeddings, Encoder, activation, truncated_normal
+from nlp_tutorials.models.layers import Block, Embeddings, Encoder, activation, truncated_normal
 from nlp_tutorials.models.transformer import Transformer
 
 NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
 
 
-class LanguageModelHead(keras.layers.Layer):
+class LanguageModelHead(Block):
     """Token vectors -> vocabulary logits, with the output matrix tied to the word embeddings.
 
     As BERT's reference code: dense + activation + LayerNorm, then a projection onto the
@@ -51,7 +51,7 @@ class LanguageModelHead(keras.layers.Layer):
         return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [-1]], axis=0))
 
 
-class Pooler(keras.layers.Layer):
+class Pooler(Block):
     """dense + tanh on one summary position: [batch, step, hidden], [batch] -> [batch, hidden]."""
 
     def __init__(self, config: ModelConfig, **kwargs):

@@ -35,7 +35,19 @@ def activation(name: str):
     return keras.activations.get(name)
 
 
-class MultiHeadAttention(keras.layers.Layer):
+class Block(keras.layers.Layer):
+    """A layer made of Keras layers, each of which creates its own weights on its first call.
+
+    Keras builds a layer without a ``build`` of its own by tracing its ``call`` on symbolic
+    inputs first: for an encoder, seconds of graph building to learn what the model's first
+    real call (``build_weights``) creates anyway.
+    """
+
+    def build(self, input_shape=None):
+        self.built = True
+
+
+class MultiHeadAttention(Block):
     """Scaled dot-product attention over ``num_attention_heads`` heads.
 
     ``call(query, memory, mask)`` returns ``(output, probs, keys_values)``: output [batch,
@@ -157,7 +169,7 @@ class FeedForward(keras.layers.Layer):
         return transposed_feed_forward(self.intermediate, self.output_dense, x)
 
 
-class ResidualNorm(keras.layers.Layer):
+class ResidualNorm(Block):
     """``LayerNorm(x + Dropout(sublayer_output))``: the wrapper around every sub-layer."""
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -169,7 +181,7 @@ class ResidualNorm(keras.layers.Layer):
         return self.norm(x + self.dropout(sublayer_output, training=training))
 
 
-class EncoderLayer(keras.layers.Layer):
+class EncoderLayer(Block):
     """Self-attention then feed-forward, each wrapped in residual + LayerNorm."""
 
     def __init__(self, config: ModelConfig, kept_heads=None, **kwargs):
@@ -189,7 +201,7 @@ class EncoderLayer(keras.layers.Layer):
         return x, probs, keys_values
 
 
-class DecoderLayer(keras.layers.Layer):
+class DecoderLayer(Block):
     """Masked self-attention, attention over the encoder output, then feed-forward."""
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -216,7 +228,7 @@ class DecoderLayer(keras.layers.Layer):
         return x, self_probs, cross_probs, {"self": self_cache, "cross": cross_cache}
 
 
-class Encoder(keras.layers.Layer):
+class Encoder(Block):
     """A stack of ``num_hidden_layers`` encoder layers (with the config's heads pruned)."""
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -240,7 +252,7 @@ class Encoder(keras.layers.Layer):
         return hidden_states, attentions, new_cache
 
 
-class Decoder(keras.layers.Layer):
+class Decoder(Block):
     """A stack of decoder layers; returns output, self- and cross-attention probs per layer."""
 
     def __init__(self, config: ModelConfig, **kwargs):
@@ -262,7 +274,7 @@ class Decoder(keras.layers.Layer):
         return x, self_attentions, cross_attentions, new_cache
 
 
-class Embeddings(keras.layers.Layer):
+class Embeddings(Block):
     """Word + learned position (+ segment) embeddings, then LayerNorm and dropout.
 
     ``call(ids, segments=None, start=0)``: ids and segments [batch, step] -> [batch, step,
