@@ -1,9 +1,7 @@
 """export-model --format onnx: ONNX Runtime's answers against the head's own, for a sentence
 task with named labels, a token tagger, a multiple-choice task and a span model, each a tiny
 fresh BERT encoded as ``predict`` encodes; what is written beside the model; the refusals."""
-import importlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +20,7 @@ tf = pytest.importorskip("tensorflow")
 onnxruntime = pytest.importorskip("onnxruntime", reason="--format onnx needs pip install "
                                                         "'nlp_tutorials[onnx]'")
 pytest.importorskip("tf2onnx", reason="--format onnx needs pip install 'nlp_tutorials[onnx]'")
-from test_serving import (GT_PACKAGE, needs_minilm, predict_probabilities,  # noqa: E402
-                          widen_classifier)
+from test_serving import predict_probabilities  # noqa: E402
 
 TAGS = ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
 # The fakes' output layers are scaled up some 10,000 times so that their answers spread (a
@@ -80,6 +77,7 @@ def test_a_sentence_task_answers_predicts_probabilities(tmp_path, monkeypatch):
     assert got["label"].tolist() == probabilities.argmax(axis=1).tolist()
 
 
+@pytest.mark.slow
 def test_metadata_and_tokenizer_travel_with_the_model(tmp_path, monkeypatch):
     import onnx
 
@@ -94,6 +92,7 @@ def test_metadata_and_tokenizer_travel_with_the_model(tmp_path, monkeypatch):
     assert load_tokenizer(path.parent).vocab == tokenizer.vocab
 
 
+@pytest.mark.slow
 def test_a_tagger_answers_each_pieces_tag(tmp_path, monkeypatch):
     from nlp_tutorials.tasks.conll import Sentence as Tagged
 
@@ -111,6 +110,7 @@ def test_a_tagger_answers_each_pieces_tag(tmp_path, monkeypatch):
     assert (got["tag_id"][real] == probabilities.argmax(axis=-1)[real]).all()
 
 
+@pytest.mark.slow
 def test_a_choice_task_answers_its_probabilities(tmp_path, monkeypatch):
     task = ChoiceTask()
     head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
@@ -122,6 +122,7 @@ def test_a_choice_task_answers_its_probabilities(tmp_path, monkeypatch):
     assert got["choice"].tolist() == probabilities.argmax(axis=1).tolist()
 
 
+@pytest.mark.slow
 def test_a_span_model_answers_its_logits(tmp_path, monkeypatch):
     task = SquadTask()
     head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
@@ -137,6 +138,7 @@ def test_a_span_model_answers_its_logits(tmp_path, monkeypatch):
         np.testing.assert_allclose(got[name], logits[name].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_conversion_that_answers_otherwise_is_refused_and_writes_nothing(tmp_path,
                                                                           monkeypatch):
     from nlp_tutorials.serving import onnx_export
@@ -161,25 +163,14 @@ def test_a_missing_converter_is_one_line(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-@needs_minilm
-def test_minilm_answers_predicts_probabilities(tmp_path):
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.heads import SequenceClassifier
+def test_minilm_answers_predicts_probabilities(minilm_mrpc, tmp_path):
     from nlp_tutorials.serving.onnx_export import export_onnx
     from nlp_tutorials.tasks.mrpc import MrpcTask
-    from nlp_tutorials.training.finetuning import save_head
 
-    model_dir = Path(importlib.import_module(GT_PACKAGE).MODEL_DIR)
-    head = SequenceClassifier(BERT.from_pretrained(model_dir, printer=lambda *_: None),
-                              pooling="mean")
-    tokenizer = load_tokenizer(model_dir)
-    widen_classifier(head, tokenizer)  # logit margin std 2 on MRPC: a scale of about 10
-    save_head(head, tmp_path / "mrpc")
-    tokenizer.save(tmp_path / "mrpc")
-    path = export_onnx(tmp_path / "mrpc", tmp_path / "served", printer=lambda *_: None)
+    path = export_onnx(minilm_mrpc, tmp_path / "served", printer=lambda *_: None)
     pairs = load_mrpc("test")[:32]
-    want = predict_probabilities(tmp_path / "mrpc", pairs)
+    want = predict_probabilities(minilm_mrpc, pairs)
     assert want.std() > 0.1
-    arrays = MrpcTask().encode(tokenizer, pairs, 128)
-    got = run_onnx(path, arrays, tokenizer.pad_id)
+    arrays = MrpcTask().encode(load_tokenizer(minilm_mrpc), pairs, 128)
+    got = run_onnx(path, arrays, load_tokenizer(minilm_mrpc).pad_id)
     np.testing.assert_allclose(got["probability"], want, atol=1e-5)

@@ -107,6 +107,7 @@ def test_graph_tokenizer_equals_wordpiece_on_tricky_text(learned, lower_case):
     assert_same_ids(tokenizer, TRICKY)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), min_size=1, max_size=6),
        st.integers(3, 40))
@@ -156,9 +157,12 @@ def save_tiny_finetuned(directory, tokenizer, pooling: str, seed: int = 0) -> Pa
 def widen_classifier(head, tokenizer):
     """Rescale a fresh classifier so that on MRPC test pairs its logit margin has mean 0 and
     std 2 (a fresh one gives nearly 0.5 everywhere): the probabilities then spread, so a wrong
-    token or a wrong pooling shows in them."""
-    arrays = encode_pairs(tokenizer, load_mrpc("test")[:40],
-                          head.backbone.config.max_position_embeddings)
+    token or a wrong pooling shows in them. The pairs are encoded at predict's length for MRPC
+    (its task's tokens, or the positions if fewer)."""
+    from nlp_tutorials.tasks.mrpc import MrpcTask
+
+    max_len = min(MrpcTask.default_max_len, head.backbone.config.max_position_embeddings)
+    arrays = encode_pairs(tokenizer, load_mrpc("test")[:40], max_len)
     summary = head.summary({k: arrays[k] for k in ("input_ids", "token_type_ids")}).numpy()
     kernel = head.classifier.kernel.numpy()  # [hidden, 2]
     margin = summary @ (kernel[:, 1] - kernel[:, 0])  # [pairs]
@@ -219,6 +223,7 @@ def call(loaded, name, **inputs):
     return {k: v.numpy() for k, v in outputs.items()}
 
 
+@pytest.mark.slow
 def test_serving_default_answers_as_predict(exported, loaded):
     model_dir, _ = exported
     pairs = sample_pairs()
@@ -230,6 +235,7 @@ def test_serving_default_answers_as_predict(exported, loaded):
     assert got["probability"].dtype == np.float32 and got["label"].dtype == np.int32
 
 
+@pytest.mark.slow
 def test_predict_ids_answers_as_predict(exported, loaded):
     from nlp_tutorials.training.finetuning import load_finetuned
 
@@ -256,6 +262,7 @@ def summaries(model_dir, sentences):
     return head.summary({"input_ids": ids, "token_type_ids": types}).numpy()
 
 
+@pytest.mark.slow
 def test_encode_is_the_vector_the_classifier_reads(exported, loaded):
     sentences = [p.s1 for p in sample_pairs()]
     got = call(loaded, "encode", sentence=sentences)["embedding"]
@@ -265,8 +272,10 @@ def test_encode_is_the_vector_the_classifier_reads(exported, loaded):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling):
-    model_dir, version = export_tiny(tmp_path, learned, pooling)
+def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling, request):
+    # mean pooling is the module's own export; cls pooling is exported here
+    model_dir, version = (request.getfixturevalue("exported") if pooling == "mean"
+                          else export_tiny(tmp_path, learned, pooling))
     pairs = sample_pairs()
     sentences = [p.s2 for p in pairs]
     answer = load_elsewhere(version, {"serving_default": as_inputs(pairs),
@@ -278,29 +287,18 @@ def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling):
 
 
 @pytest.mark.slow
-@needs_minilm
 @pytest.mark.parametrize("xla", [False, True])
-def test_minilm_loaded_elsewhere_answers_as_predict(tmp_path, xla):
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.training.finetuning import save_head
-    from nlp_tutorials.models.heads import SequenceClassifier
+def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path, xla):
+    from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
     from nlp_tutorials.serving.savedmodel import export_model
-    from nlp_tutorials.training.finetuning import class_probabilities
 
-    model_dir = Path(importlib.import_module(GT_PACKAGE).MODEL_DIR)
-    head = SequenceClassifier(BERT.from_pretrained(model_dir, printer=lambda *_: None),
-                              pooling="mean")
-    tokenizer = load_tokenizer(model_dir)
-    widen_classifier(head, tokenizer)
-    save_head(head, tmp_path / "mrpc")
-    tokenizer.save(tmp_path / "mrpc")
-    version = export_model(tmp_path / "mrpc", tmp_path / "served", printer=lambda *_: None,
-                           xla=xla)
+    version = export_model(minilm_mrpc, tmp_path / "served", printer=lambda *_: None, xla=xla)
     pairs = sample_pairs()[:32] + sample_pairs()[-4:]
-    want = predict_probabilities(tmp_path / "mrpc", pairs)
+    want = predict_probabilities(minilm_mrpc, pairs)
     assert want[:32].std() > 0.1
     # predict encodes at MRPC's 128 tokens, not MiniLM's 512 positions: on the long pairs the
     # two lengths answer differently, so a model laid out at the positions' length would fail.
+    head, tokenizer, _ = load_finetuned(minilm_mrpc)
     at_positions = class_probabilities(head, encode_pairs(tokenizer, pairs[-4:], 512))[:, 1]
     assert np.abs(at_positions - want[-4:]).max() > 0.01
     answer = load_elsewhere(version, {"serving_default": as_inputs(pairs)})
@@ -377,6 +375,7 @@ def test_a_folder_without_a_finetuned_head_is_one_line(tmp_path, learned):
     assert not (tmp_path / "served").exists()
 
 
+@pytest.mark.slow
 def test_an_existing_version_is_kept_unless_overwrite(exported, capsys):
     from nlp_tutorials.cli import main
     from nlp_tutorials.serving.savedmodel import export_model
