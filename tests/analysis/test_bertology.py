@@ -121,6 +121,7 @@ def silence(head, heads: dict) -> None:
         attention.value.bias.assign(bias)
 
 
+@pytest.mark.slow
 def test_iterative_choice_prunes_the_share_asked_for(tokenizer, pairs):
     # Four heads that cannot matter: a choice of the least important half must be these four,
     # whichever two the first quarter takes; layer 1 keeps head 2, the one it has left.
@@ -160,6 +161,7 @@ def test_iterative_choice_measures_again_with_the_chosen_heads_masked(head, monk
                                                 [[0, 1, 1, 0], [1, 1, 1, 1]]])
 
 
+@pytest.mark.slow
 def test_masking_study_scores_every_share_in_both_orders(head, pairs):
     importance = np.arange(8, dtype=float).reshape(2, 4)
     lines = []

@@ -26,6 +26,7 @@ def saved(task_class, tmp_path, monkeypatch):
             write_files(task, tmp_path / "data"), head, tokenizer)
 
 
+@pytest.mark.slow
 def test_a_sentence_model_shows_its_dev_examples_and_its_labels(tmp_path, monkeypatch):
     model_dir, data, head, tokenizer = saved(SentenceTask, tmp_path, monkeypatch)
     found = explorer.collect_from_model("bert", model_dir, 4, data)
@@ -41,6 +42,7 @@ def test_a_sentence_model_shows_its_dev_examples_and_its_labels(tmp_path, monkey
     assert [e["answer"] for e in page["examples"]] == found["answers"]
 
 
+@pytest.mark.slow
 def test_a_regression_model_shows_its_scores(tmp_path, monkeypatch):
     model_dir, data, head, tokenizer = saved(ScoreTask, tmp_path, monkeypatch)
     (data / "test.tsv").write_text("a fine , warm story\t4.0\nit was fine\t2.5\n")
@@ -51,6 +53,7 @@ def test_a_regression_model_shows_its_scores(tmp_path, monkeypatch):
     np.testing.assert_allclose([a["score"] for a in found["answers"]], scores, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_choice_model_shows_the_chosen_endings_row(tmp_path, monkeypatch):
     model_dir, data, head, tokenizer = saved(ChoiceTask, tmp_path, monkeypatch)
     found = explorer.collect_from_model("bert", model_dir, 8, data)

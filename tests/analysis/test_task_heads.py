@@ -116,6 +116,7 @@ def sentence_model(tmp_path, monkeypatch):
     return save_model(head, tokenizer, task, tmp_path / "model"), data
 
 
+@pytest.mark.slow
 def test_heads_of_a_task_model_score_its_dev_file_study_dev_and_prune(sentence_model,
                                                                        tmp_path):
     model_dir, data = sentence_model
@@ -142,6 +143,7 @@ def test_heads_of_a_task_model_score_its_dev_file_study_dev_and_prune(sentence_m
                                 .pruned_heads.items()}
 
 
+@pytest.mark.slow
 def test_heads_of_a_task_model_study_its_test_file_when_there_is_one(sentence_model, tmp_path):
     model_dir, data = sentence_model
     (data / "test.tsv").write_text("a fine , warm story\thigh\nnothing happens\tlow\n")
@@ -164,6 +166,7 @@ def test_heads_of_a_task_model_without_data_is_one_line(sentence_model, tmp_path
         bertology.heads_command(model_dir, tmp_path / "pictures", data_dir=tmp_path / "nowhere")
 
 
+@pytest.mark.slow
 def test_the_heads_command_line_reads_data(sentence_model, tmp_path, capsys):
     from nlp_tutorials.cli import main
 

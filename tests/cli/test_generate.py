@@ -24,10 +24,12 @@ def generate(capsys, model_dir, *flags):
     return status, captured.out.strip(), captured.err.strip()
 
 
+@pytest.mark.slow
 def test_train_ends_with_test_perplexity(trained):
     assert "perplexity" in trained[1].splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_greedy_continues_the_prompt(trained, capsys):
     status, out, _ = generate(capsys, trained[0], "--prompt", "The company said",
                               "--max-new-tokens", "5")
@@ -36,6 +38,7 @@ def test_greedy_continues_the_prompt(trained, capsys):
     assert words[:3] == ["the", "company", "said"] and 3 < len(words) <= 8
 
 
+@pytest.mark.slow
 def test_generation_stops_where_the_positions_end(trained, capsys):
     # 31 words + [CLS] fill all 32 positions: the last one's logits still choose one token.
     status, out, _ = generate(capsys, trained[0], "--prompt", "the " * 31,
@@ -43,6 +46,7 @@ def test_generation_stops_where_the_positions_end(trained, capsys):
     assert status == 0 and len(out.split()) in (31, 32)  # 31 if that token is [SEP]
 
 
+@pytest.mark.slow
 def test_sampling_is_seeded(trained, capsys):
     flags = ["--prompt", "the company said", "--sample", "--top-k", "50", "--temperature",
              "1.5", "--max-new-tokens", "8"]
@@ -55,6 +59,7 @@ def test_sampling_is_seeded(trained, capsys):
     (["--prompt", "xyzzy qwertz"], "none of its words is in the model's"),
     (["--prompt", "the " * 32], "--prompt has 32 tokens; this model reads at most 31"),
 ])
+@pytest.mark.slow
 def test_prompts_the_model_cannot_read_are_one_line_errors(trained, capsys, flags, expected):
     status, _, err = generate(capsys, trained[0], *flags)
     assert status == 2 and len(err.splitlines()) == 1

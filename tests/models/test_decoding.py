@@ -31,6 +31,7 @@ def test_gpt_cached_decoding_matches_rerunning_the_prefix(sample):
     np.testing.assert_allclose(logits, ref_logits, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_seq2seq_cached_decoding_matches_rerunning_the_prefix():
     model = tiny_model("transformer", seed=4, max_position_embeddings=40)
     src = np.random.default_rng(1).integers(5, VOCAB, (3, 7)).astype("int32")

@@ -309,6 +309,7 @@ def test_sequence_classifier_learns_whether_a_token_occurs():
     assert accuracy >= 0.95
 
 
+@pytest.mark.slow
 def test_regression_head_learns_a_token_fraction():
     train, test = train_and_test(fraction_of_fives)
     head = SequenceClassifier(tiny_backbone(seed=11), num_labels=1)

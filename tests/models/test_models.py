@@ -249,7 +249,8 @@ def test_lm_head_is_tied_to_word_embeddings(bert):
     np.testing.assert_allclose(bert.pretraining_heads(x, x[:, 0])[0].numpy(), expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("compiled", ["eager", "graph", "xla"])
+@pytest.mark.parametrize("compiled", ["eager", "graph",
+                                      pytest.param("xla", marks=pytest.mark.slow)])
 def test_gathered_mlm_loss_equals_all_position_reference(bert, compiled):
     """Projecting only the chosen positions changes the cost, never the loss or gradients,
     eagerly, as a tf.function or XLA-compiled (the fast path ``train --jit`` takes)."""

@@ -252,6 +252,7 @@ def test_input_longer_than_the_positions_is_refused(tiny):
 
 # --- as a fine-tuning backbone ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_loaded_bert_fine_tunes_and_the_head_saves(tmp_path):
     keras.utils.set_random_seed(0)
     head = SequenceClassifier(load_quietly(TINY_HF)[0], num_labels=2)

@@ -98,6 +98,7 @@ def test_hidden_states_are_the_embeddings_and_every_layers_output(model):
     assert "hidden_states" not in model.encode(ids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [4, 11])
 def test_feed_forward_in_chunks_gives_the_same_outputs_and_gradients(chunk):
     keras.utils.set_random_seed(3)
@@ -194,6 +195,7 @@ def test_pruned_models_save_and_load_with_their_heads(model, tmp_path):
                                    atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_fine_tuning_head_is_pruned_with_its_backbone():
     keras.utils.set_random_seed(5)
     head = SequenceClassifier(BERT(tiny_config()), num_labels=2, dropout=0.0)

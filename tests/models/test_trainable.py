@@ -115,6 +115,7 @@ def twin_models(kind):
     return models
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["bert", "gpt", "classifier"])
 def test_one_fit_step_is_one_step_of_the_training_loop_and_reports_its_loss(kind):
     batch = {"bert": pretraining_batches(1, seed=4)[0], "gpt": gpt_batch(),
@@ -156,6 +157,7 @@ def test_fit_trains_bert_with_its_step_and_logs_its_metrics():
     assert int(model.optimizer.iterations) == 30
 
 
+@pytest.mark.slow
 def test_evaluate_averages_step_over_the_batches():
     model = tiny(BERT)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))

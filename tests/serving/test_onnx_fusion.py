@@ -134,6 +134,7 @@ def test_only_a_true_layer_norm_is_rewritten(shape, centred_is_output, fused):
     np.testing.assert_allclose(run(model, x), want, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_an_exported_model_keeps_its_answers_in_a_third_of_the_ops(tmp_path, monkeypatch):
     from nlp_tutorials.serving.onnx_export import export_onnx
 

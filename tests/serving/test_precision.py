@@ -52,6 +52,7 @@ def test_float32_is_the_head_itself():
     assert in_precision(head, "float32") is head
 
 
+@pytest.mark.slow
 def test_the_exported_bfloat16_model_stores_bfloat16_and_answers_as_the_copy(tmp_path,
                                                                             monkeypatch):
     pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text")
@@ -102,6 +103,7 @@ def test_no_cpuinfo_says_nothing(tmp_path):
     assert has_bfloat16_instructions(tmp_path / "missing") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["token", "span", "choice"])
 def test_every_serving_module_answers_from_a_bfloat16_head(shape):
     """The signatures' own arithmetic (softmax, spans' decoding, tag choice) takes the bfloat16

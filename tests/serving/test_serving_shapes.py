@@ -141,6 +141,7 @@ def test_a_shape_without_a_serving_module_is_refused_in_one_line(tmp_path, monke
     assert not (tmp_path / "served").exists()
 
 
+@pytest.mark.slow
 def test_xla_compiled_signatures_answer_as_the_plain_ones():
     from nlp_tutorials.serving.savedmodel import ChoiceModule, SequenceModule
 

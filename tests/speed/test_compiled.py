@@ -20,6 +20,7 @@ def test_padding_reaches_the_next_multiple_of_the_bucket(shape):
     np.testing.assert_array_equal(padded_to_bucket(tf.constant(ids), 7).numpy(), want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_class", [SentenceTask, ChoiceTask])
 def test_a_compiled_head_answers_as_the_plain_one(task_class):
     from nlp_tutorials.speed.compiled import compiled_in_buckets

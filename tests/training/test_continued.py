@@ -130,6 +130,7 @@ def warmed_up(headless, tmp_path_factory):
 
 
 
+@pytest.mark.slow
 def test_warm_up_moves_the_heads_and_leaves_the_encoder(headless, warmed_up):
     model_dir, run, printed = warmed_up
     tensors = stored_tensors(headless)
@@ -151,6 +152,7 @@ def test_warm_up_moves_the_heads_and_leaves_the_encoder(headless, warmed_up):
     assert len(run.model.trainable_variables) == len(fresh.trainable_variables) > 40
 
 
+@pytest.mark.slow
 def test_finetune_starts_from_the_continued_weights(warmed_up):
     from nlp_tutorials.training.config import FinetuneConfig
     from nlp_tutorials.training.finetuning import backbone_and_tokenizer
@@ -315,6 +317,7 @@ def logged_scalars(folder: Path, name: str) -> dict:
     return found
 
 
+@pytest.mark.slow
 def test_continued_on_a_corpus(headless, tmp_path):
     """--init-from with --corpus: the checkpoint's vocabulary (not one learned from the text),
     the corpus' default length capped by the checkpoint's 64 positions, and a run that trains."""

@@ -210,6 +210,7 @@ def test_length_grouped_order_is_a_permutation_with_tighter_batches():
     assert longest != sorted(longest) and longest != sorted(longest, reverse=True)
 
 
+@pytest.mark.slow
 def test_the_epochs_train_loss_is_the_mean_over_its_steps():
     """With the learning rate 0 every step sees the same weights, so each batch's loss can be
     computed again afterwards: the reported loss is their mean over the epoch, not the last

@@ -81,6 +81,7 @@ def test_a_refused_finetune_leaves_no_output_folder(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_refused_resume_keeps_the_saved_schedule(tmp_path):
     """--resume --steps 8 on a folder whose config.json no longer fits its checkpoint: refused
     when the checkpoint is restored, and train_config.json still says 4 steps."""

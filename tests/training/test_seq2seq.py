@@ -82,6 +82,7 @@ def test_train_reports_held_out_exact_match_and_saves(trained):
     assert not [p for p in model_dir.iterdir() if ".tmp" in p.name]
 
 
+@pytest.mark.slow
 def test_translate_export_and_plot(trained, tmp_path, capsys):
     model_dir = trained[0]
     assert main("transformer", ["translate", "03-11-29", "98-02-26",
