@@ -82,6 +82,7 @@ def test_importance_is_the_summed_absolute_gradient_normalised_per_layer(head, p
     np.testing.assert_allclose(np.linalg.norm(importance, axis=1), 1.0, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_entropy_is_the_mean_over_query_tokens_of_each_heads_attention_entropy(head, pairs):
     entropy = bertology.entropy(head, pairs)
     expected = np.zeros([2, 4])

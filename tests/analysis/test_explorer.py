@@ -354,6 +354,7 @@ def check_entry_against(example, entry, expected, fresh, case, q_len, k_len):
         assert np.abs(other - exact).max() > 0.1  # the check can tell the two models apart
 
 
+@pytest.mark.slow
 def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.text.packing import encode_pairs

@@ -71,6 +71,7 @@ def test_a_choice_model_shows_the_chosen_endings_row(tmp_path, monkeypatch):
         assert shown == tokenizer.convert_ids_to_tokens(ids[ids != 0])
 
 
+@pytest.mark.slow
 def test_the_shipped_mrpc_model_shows_the_test_pairs_as_before(tmp_path):
     from nlp_tutorials.analysis.visual import collect_attention
 
@@ -94,6 +95,7 @@ def test_a_task_model_without_data_is_one_line(tmp_path, monkeypatch):
         explorer.collect_from_model("bert", model_dir, 2)
 
 
+@pytest.mark.slow
 def test_the_explore_command_line_reads_data(tmp_path, monkeypatch, capsys):
     from nlp_tutorials.cli import main
 

@@ -419,6 +419,7 @@ def real(path: str) -> Path:
     return REAL / path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, articles, label, f1s", [
     ("squad", 38, "dev-v1.1.json, the last 10 of 48 articles by title (2,734 questions)",
      [21.8]),
@@ -435,6 +436,7 @@ def test_the_fixed_squad_splits(name, articles, label, f1s):
     assert [round(100 * r.scores["f1"], 1) for r in results] == f1s
 
 
+@pytest.mark.slow
 def test_real_conll_most_frequent_tag():
     dev, test = run_baselines(get_task("conll2003", data_dir=real("conll2003")))
     assert dev.split == "dev (eng.testa, 3,250 examples)"

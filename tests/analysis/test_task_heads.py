@@ -36,7 +36,9 @@ def summed_gradients(head, arrays: dict) -> np.ndarray:
     return total / np.linalg.norm(total, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("task_class", [SentenceTask, ScoreTask, ChoiceTask])
+@pytest.mark.parametrize("task_class", [SentenceTask,
+                                        pytest.param(ScoreTask, marks=pytest.mark.slow),
+                                        pytest.param(ChoiceTask, marks=pytest.mark.slow)])
 def test_importance_of_sequence_regression_and_choice_heads(task_class, tmp_path):
     task = task_class(data_dir=write_files(task_class(), tmp_path))
     head, tokenizer = tiny_task_head(task)
@@ -61,6 +63,7 @@ def tagged_arrays(rng, rows: int = 3, step: int = 12, vocab: int = 100) -> dict:
             "window_offsets": rng.integers(0, 50, [rows, step, 2])}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["token", "span"])
 def test_importance_of_token_and_span_heads(shape, tmp_path):
     rng = np.random.default_rng(3)
@@ -86,6 +89,7 @@ def test_one_by_one_trims_per_token_arrays_and_keeps_only_the_models():
         assert example["start_positions"].tolist() == [arrays["start_positions"][row]]
 
 
+@pytest.mark.slow
 def test_entropy_of_a_choice_model_averages_each_choices_real_queries(tmp_path):
     task = ChoiceTask(data_dir=write_files(ChoiceTask(), tmp_path))
     head, tokenizer = tiny_task_head(task)

@@ -175,6 +175,7 @@ def png_size(path):
     return matplotlib.image.imread(path).shape[:2]  # (height, width) in pixels
 
 
+@pytest.mark.slow
 def test_heatmap_pixels_grow_with_layers_and_heads(tmp_path):
     small = visual.plot_heatmaps(saved(tmp_path, **bert_data(2, 2)), 0, tmp_path / "small", "bert")
     big = visual.plot_heatmaps(saved(tmp_path, **bert_data(4, 4)), 0, tmp_path / "big", "bert")

@@ -484,6 +484,7 @@ def write_corpus(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_held_folder_reads_and_copies_as_before(tmp_path, capsys):
     """While a run holds a model folder, its lock file is one more hidden file: the commands
     that read the folder, and a copy of it, work as before (0.1.0's folders here)."""

@@ -15,7 +15,7 @@ def test_cached_causal_mask_continues_the_full_one():
     np.testing.assert_array_equal(mask == 0, [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
 
 
-@pytest.mark.parametrize("sample", [False, True])
+@pytest.mark.parametrize("sample", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_gpt_cached_decoding_matches_rerunning_the_prefix(sample):
     model = tiny_model("gpt", seed=1, max_position_embeddings=40)
     prompt = np.random.default_rng(0).integers(5, VOCAB, (2, 6)).astype("int32")

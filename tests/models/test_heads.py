@@ -301,6 +301,7 @@ def fraction_of_fives(rng, n):
     return {**data, "labels": targets.astype("float32")}
 
 
+@pytest.mark.slow
 def test_sequence_classifier_learns_whether_a_token_occurs():
     train, test = train_and_test(contains_seven)
     head = SequenceClassifier(tiny_backbone(seed=10), num_labels=2)

@@ -249,7 +249,7 @@ def test_lm_head_is_tied_to_word_embeddings(bert):
     np.testing.assert_allclose(bert.pretraining_heads(x, x[:, 0])[0].numpy(), expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("compiled", ["eager", "graph",
+@pytest.mark.parametrize("compiled", ["eager", pytest.param("graph", marks=pytest.mark.slow),
                                       pytest.param("xla", marks=pytest.mark.slow)])
 def test_gathered_mlm_loss_equals_all_position_reference(bert, compiled):
     """Projecting only the chosen positions changes the cost, never the loss or gradients,

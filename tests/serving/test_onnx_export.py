@@ -62,6 +62,7 @@ def encoded(head, tokenizer, task, examples):
     return arrays, logits.numpy()
 
 
+@pytest.mark.slow
 def test_a_sentence_task_answers_predicts_probabilities(tmp_path, monkeypatch):
     task = SentenceTask()
     head, tokenizer, path, printed = exported(task, tmp_path, monkeypatch)

@@ -84,6 +84,7 @@ def test_mrpc_has_11602_sentences():
     assert len(mrpc_sentences()) == 11602
 
 
+@pytest.mark.slow
 def test_graph_tokenizer_equals_wordpiece_on_mrpc_with_a_learned_vocab(learned):
     assert learned.vocab_size == 400
     assert_same_ids(learned, mrpc_sentences())

@@ -85,7 +85,7 @@ def span_module(task, lower_case=True):
     return SpanModule(head, tokenizer, task), head, tokenizer
 
 
-@pytest.mark.parametrize("lower_case", [True, False])
+@pytest.mark.parametrize("lower_case", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_the_graph_pieces_and_their_characters_are_context_pieces(lower_case):
     module, _, tokenizer = span_module(SquadTask(max_len=MAX_POSITIONS, stride=STRIDE),
                                        lower_case)
@@ -103,6 +103,7 @@ def test_the_graph_pieces_and_their_characters_are_context_pieces(lower_case):
     assert set(zip(snowman.piece_start, snowman.piece_end)) == {(0, 4)}
 
 
+@pytest.mark.slow
 def test_the_graph_windows_are_the_tasks_windows():
     """Every array decoding reads, window by window, for questions of different lengths
     (one cut to the question room) over contexts of 1 to many windows."""
@@ -128,7 +129,8 @@ def test_the_graph_windows_are_the_tasks_windows():
         np.testing.assert_array_equal(got.numpy(), want[name], err_msg=name)
 
 
-@pytest.mark.parametrize("task_class", [SquadTask, Squad2Task])
+@pytest.mark.parametrize("task_class", [SquadTask,
+                                        pytest.param(Squad2Task, marks=pytest.mark.slow)])
 def test_the_graph_answers_are_the_tasks_decoding(task_class):
     """In this process, the module against SquadTask.predictions of the same head: text,
     characters and scores of every question (v2.0 at a threshold that leaves some
@@ -150,6 +152,7 @@ def test_the_graph_answers_are_the_tasks_decoding(task_class):
         np.testing.assert_allclose(got["null_score"], [p.null_score for p in want], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_an_empty_batch_answers_empty_outputs():
     module, _, _ = span_module(Squad2Task(max_len=MAX_POSITIONS, stride=STRIDE))
     got = module.serving_default(tf.constant([], tf.string), tf.constant([], tf.string))

@@ -240,6 +240,7 @@ def read_tokenizer(folder):
     return load_tokenizer(folder)
 
 
+@pytest.mark.slow
 def test_train_stops_in_one_line_at_a_damaged_record(shards, tmp_path, capsys):
     records = [record.numpy() for record in tf.data.TFRecordDataset(str(shards / SHARD))]
     write_records(shards / SHARD, records[:5] + [foreign_example()] + records[6:])
@@ -263,6 +264,7 @@ FEATURE = st.one_of(
     st.just(tf.train.Feature()))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), FEATURE, max_size=4))
 def test_examples_read_as_tensorflow_reads_them(features):

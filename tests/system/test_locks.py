@@ -127,6 +127,7 @@ def race_for(folder, ready, results):
         results.put("refused")
 
 
+@pytest.mark.slow
 def test_of_runs_starting_together_exactly_one_holds_the_folder(tmp_path):
     context = multiprocessing.get_context("fork")
     for trial in range(5):

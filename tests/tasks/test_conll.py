@@ -122,8 +122,8 @@ def test_settings_rebuild_the_task_through_json():
 
 
 @pytest.mark.parametrize("name, summary", [
-    ("eng.train", "14,041 sentences, 23,499 entities (LOC 7,140, MISC 3,438, ORG 6,321, "
-                  "PER 6,600)"),
+    pytest.param("eng.train", "14,041 sentences, 23,499 entities (LOC 7,140, MISC 3,438, "
+                              "ORG 6,321, PER 6,600)", marks=pytest.mark.slow),
     ("eng.testa", "3,250 sentences, 5,942 entities"),
     ("eng.testb", "3,453 sentences, 5,648 entities")])
 def test_the_real_files_hold_what_their_source_notes_count(name, summary):
@@ -257,6 +257,7 @@ def test_evaluate_writes_conlleval_s_input_and_scores_entities():
 
 # --- a real model ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_tiny_bert_tags_windows_back_into_words_and_learns():
     import keras
 

@@ -113,6 +113,7 @@ def test_bad_input_is_one_line_before_tensorflow(tmp_path, argv, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_the_fixed_splits_of_the_real_dev_files(tmp_path):
     if not REAL.is_dir():
         pytest.skip(f"{REAL} is not here")

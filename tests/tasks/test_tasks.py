@@ -140,6 +140,7 @@ def tiny_bert(tokenizer, seed: int = 0):
                       hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
 
+@pytest.mark.slow
 def test_a_token_task_runs_through_the_same_seam(monkeypatch):
     """Read, encode, build the head, train a step on trimmed batches, predict and score."""
     import keras
@@ -180,6 +181,7 @@ class ToyMood(MrpcTask):
     name, title, labels = "toy_mood", "MOOD", ("sad", "calm", "glad")
 
 
+@pytest.mark.slow
 def test_label_names_round_trip_through_a_saved_model_and_predict_prints_them(
         tmp_path, monkeypatch):
     from nlp_tutorials.text.tokenization import WordTokenizer

@@ -339,6 +339,7 @@ def test_epoch_unmasked_is_clean(pretraining, tokenizer, train):
     assert (epoch["input_ids"][~is_next] != encoded["input_ids"][~is_next]).any(axis=1).all()
 
 
+@pytest.mark.slow
 def test_whole_word_epoch_with_wordpiece(train):
     wordpiece = WordPieceTokenizer.train([s for p in train for s in (p.s1, p.s2)], 2000)
     data = PretrainingData(wordpiece, train[:500], seed=3, whole_word_mask=True)

@@ -48,6 +48,7 @@ def ids_hash(ids) -> str:
     return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:8]
 
 
+@pytest.mark.slow
 @needs_minilm
 def test_every_mrpc_sentence_matches_the_reference(minilm_dir, reference):
     assert hashlib.sha256((minilm_dir / "vocab.txt").read_bytes()).hexdigest() == \

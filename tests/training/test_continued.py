@@ -93,7 +93,8 @@ def headless(tmp_path_factory) -> Path:
                            keep_heads=False)
 
 
-@pytest.mark.parametrize("source", ["bert_tiny_hf", "bert_tiny_google"])
+@pytest.mark.parametrize("source", ["bert_tiny_hf",
+                                    pytest.param("bert_tiny_google", marks=pytest.mark.slow)])
 def test_training_starts_from_the_checkpoint_weights(source, tmp_path):
     folder = checkpoint_copy(FIXTURES / source, tmp_path / "ckpt")
     tensors = stored_tensors(folder)

@@ -50,6 +50,7 @@ def test_train_dev_split_is_glue_sized():
     assert (len(train), dev) == (4076, [])
 
 
+@pytest.mark.slow
 def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
     """An untrained tiny classifier through save_head, load_finetuned and predict."""
     import keras

@@ -195,9 +195,8 @@ def sources(tmp_path_factory):
         "shards": ShardData(folder / "shards", tokenizer, seed=1)}
 
 
-# MRPC in the quick tier; the other sources train through the same loop
-@pytest.mark.parametrize("name", ["mrpc", pytest.param("corpus", marks=pytest.mark.slow),
-                                  pytest.param("shards", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mrpc", "corpus", "shards"])
 def test_the_loop_trains_bert_from_any_source_as_a_plain_loop_does(sources, name):
     tokenizer, all_sources = sources
     source = all_sources[name]
