@@ -22,8 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Pictures are only written to files: no window, whatever the machine's default backend.
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Under pytest-xdist (``-n 2``, the README's command) each worker is one of several processes
-# sharing the cores: TensorFlow's default pools of one thread per core would make them fight
-# over the same cores: one thread each for an op's own work ran the model tests 4% faster.
+# sharing the cores, and TensorFlow's default of one thread per core for an op's own work makes
+# them fight over the same cores: one thread each ran the model tests 4% faster.
 # The pool that runs independent ops side by side keeps its default size, as collective ops
 # (tf.distribute's replicas) wait on each other there. A run without xdist keeps TensorFlow's
 # defaults. Read when TensorFlow starts, so it reaches subprocesses too.

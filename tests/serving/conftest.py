@@ -1,5 +1,4 @@
 """What the serving tests share: the MiniLM model folder that several exports start from."""
-import importlib
 from pathlib import Path
 
 import pytest

@@ -172,6 +172,7 @@ def test_minilm_answers_predicts_probabilities(minilm_mrpc, tmp_path):
     pairs = load_mrpc("test")[:32]
     want = predict_probabilities(minilm_mrpc, pairs)
     assert want.std() > 0.1
-    arrays = MrpcTask().encode(load_tokenizer(minilm_mrpc), pairs, 128)
-    got = run_onnx(path, arrays, load_tokenizer(minilm_mrpc).pad_id)
+    tokenizer = load_tokenizer(minilm_mrpc)
+    arrays = MrpcTask().encode(tokenizer, pairs, 128)
+    got = run_onnx(path, arrays, tokenizer.pad_id)
     np.testing.assert_allclose(got["probability"], want, atol=1e-5)
