@@ -335,7 +335,10 @@ def worker_files(directory, description: dict, pipelines: int = 1, pipeline_id: 
 
 def example_dataset(files, seed: int, shuffle: bool = True):
     """The serialized examples of ``files``, one pass: files in a seeded random order, read
-    ``INTERLEAVE_FILES`` at a time, examples shuffled in a buffer of ``SHUFFLE_BUFFER``."""
+    ``INTERLEAVE_FILES`` at a time, examples shuffled in a buffer of ``SHUFFLE_BUFFER``.
+
+    tf.data combines ``seed`` with TensorFlow's global seed: a training run sets that from its
+    own seed (``build_model``) before it reads, so a resumed run reads in the same order."""
     import tensorflow as tf
 
     dataset = tf.data.Dataset.from_tensor_slices(files)
