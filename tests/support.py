@@ -1,4 +1,6 @@
 """Small helpers several test files share (the tests' folder is on sys.path under pytest)."""
+import contextlib
+import io
 import json
 import os
 import socket
@@ -90,6 +92,22 @@ def environment() -> dict:
     path = os.pathsep.join(p for p in (str(REPOSITORY), str(REPOSITORY / "tests"),
                                        os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def run_main(model: str, *args) -> subprocess.CompletedProcess:
+    """``python -m nlp_tutorials.<model> ARGS`` run in this process through ``cli.main``: its
+    exit status (argparse's exits included) and what it printed on stdout and stderr, as a
+    finished process would give them. For the tests where the separate process is not itself
+    what is tested: no second TensorFlow to import."""
+    from nlp_tutorials.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(model, list(args))
+        except SystemExit as exit:
+            status = exit.code
+    return subprocess.CompletedProcess([model, *args], status, out.getvalue(), err.getvalue())
 
 
 def main_in_fresh_process(model: str, args, forbidden=("tensorflow",),

@@ -59,15 +59,3 @@ def test_launchers_still_answer_help(command, subcommands):
     assert result.stdout.startswith(f"usage: python -m nlp_tutorials.{command} ")
     for subcommand in subcommands:
         assert subcommand in result.stdout
-
-
-@pytest.mark.slow
-def test_baseline_still_runs_as_a_module():
-    """Fits the overlap baseline and the bag of words (C by 5-fold cross-validation) on all
-    of MRPC train: under a minute."""
-    result = run_module("nlp_tutorials.baseline", timeout=300)
-    assert result.returncode == 0, result.stderr
-    scored = " on test (msr_paraphrase_test.txt, 1,725 examples)"
-    assert result.stdout.splitlines() == ["majority: accuracy 66.5% F1 79.9" + scored,
-                                          "word overlap: accuracy 74.0% F1 81.7" + scored,
-                                          "bag of words (C 0.1): accuracy 70.6% F1 80.2" + scored]

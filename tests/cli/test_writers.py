@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from interrupt import signalled_when_paused
-from support import environment, fails_without_tensorflow
+from support import environment, fails_without_tensorflow, run_main
 from nlp_tutorials.cli import main
 from nlp_tutorials.cli.commands import FAMILIES
 from nlp_tutorials.system.locks import LOCK_NAME
@@ -315,10 +315,8 @@ def test_a_second_train_into_the_same_folder_is_refused_and_ctrl_c_says_where_it
                    "--steps", "100000", "--checkpoint-every", "2", *TINY_TRAIN])
     try:
         wait_for(lambda: tf.train.latest_checkpoint(str(model_dir / "checkpoints")), first)
-        second = subprocess.run([sys.executable, "-m", "nlp_tutorials.bert", "train",
-                                 "--model-dir", str(model_dir), "--steps", "5", *TINY_TRAIN],
-                                capture_output=True, text=True, cwd=ROOT, env=environment(),
-                                timeout=120)
+        second = run_main("bert", "train", "--model-dir", str(model_dir), "--steps", "5",
+                          *TINY_TRAIN)  # in this process, beside the first
         assert (second.returncode, second.stderr) == (2, (
             f"python -m nlp_tutorials.bert train: error: --model-dir {model_dir} is in use by "
             f"another run (process {first.pid}, lock file {model_dir / LOCK_NAME}); wait for "
@@ -375,9 +373,7 @@ def test_ctrl_c_and_kill_during_export_model(tmp_path):
     left = [p.name for p in served.iterdir()]
     assert status == -signal.SIGKILL and len(left) == 2 and ".1.lock" in left
     (temporary,) = [name for name in left if name.startswith(".1.tmp")]
-    result = subprocess.run([sys.executable, "-m", "nlp_tutorials.bert", *export],
-                            capture_output=True, text=True, cwd=ROOT, env=environment(),
-                            timeout=300)
+    result = run_main("bert", *export)  # the next export: in this process
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines()[0] == (
         f"note: {served / '.1.lock'} was left by process {temporary[len('.1.tmp'):]}, which no "
@@ -406,9 +402,7 @@ def test_a_killed_prepare_leaves_its_folder_and_the_next_removes_it(tmp_path):
                                          signal.SIGKILL)
     (left,) = [p for p in tmp_path.iterdir() if p.name.startswith(".shards.tmp")]
     assert status == -signal.SIGKILL and (left / "shard-00000-of-00001.tfrecord").is_file()
-    result = subprocess.run([sys.executable, "-m", "nlp_tutorials.gpt", *prepare],
-                            capture_output=True, text=True, cwd=ROOT, env=environment(),
-                            timeout=300)
+    result = run_main("gpt", *prepare)  # the next prepare: in this process
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         f"note: removed {left.name} from {tmp_path}, left by process "

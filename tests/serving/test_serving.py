@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.models.config import ModelConfig
-from fresh_process import load_elsewhere
+from fresh_process import load_each_elsewhere
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
 from nlp_tutorials.text.packing import encode_pairs
@@ -272,28 +272,30 @@ def test_encode_is_the_vector_the_classifier_reads(exported, loaded):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling, request):
-    # mean pooling is the module's own export; cls pooling is exported here
-    model_dir, version = (request.getfixturevalue("exported") if pooling == "mean"
-                          else export_tiny(tmp_path, learned, pooling))
+def test_loaded_elsewhere_answers_as_predict(learned, exported, tmp_path):
+    """Mean pooling (the module's own export) and [CLS] pooling, both loaded in one fresh
+    Python."""
+    exports = {"mean": exported, "cls": export_tiny(tmp_path, learned, "cls")}
     pairs = sample_pairs()
     sentences = [p.s2 for p in pairs]
-    answer = load_elsewhere(version, {"serving_default": as_inputs(pairs),
-                                      "encode": {"sentence": sentences}})
-    np.testing.assert_allclose(answer["serving_default"]["probability"],
-                               predict_probabilities(model_dir, pairs), atol=1e-5)
-    np.testing.assert_allclose(answer["encode"]["embedding"], summaries(model_dir, sentences),
-                               atol=1e-5)
+    answers = load_each_elsewhere([(version, {"serving_default": as_inputs(pairs),
+                                              "encode": {"sentence": sentences}})
+                                   for _, version in exports.values()])
+    for (model_dir, _), answer in zip(exports.values(), answers):
+        np.testing.assert_allclose(answer["serving_default"]["probability"],
+                                   predict_probabilities(model_dir, pairs), atol=1e-5)
+        np.testing.assert_allclose(answer["encode"]["embedding"],
+                                   summaries(model_dir, sentences), atol=1e-5)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("xla", [False, True])
-def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path, xla):
+def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path):
+    """Exported as it is and compiled by XLA (--xla), both loaded in one fresh Python."""
     from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
     from nlp_tutorials.serving.savedmodel import export_model
 
-    version = export_model(minilm_mrpc, tmp_path / "served", printer=lambda *_: None, xla=xla)
+    versions = [export_model(minilm_mrpc, tmp_path / f"served_{xla}", printer=lambda *_: None,
+                             xla=xla) for xla in (False, True)]
     pairs = sample_pairs()[:32] + sample_pairs()[-4:]
     want = predict_probabilities(minilm_mrpc, pairs)
     assert want[:32].std() > 0.1
@@ -302,8 +304,10 @@ def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path, xla):
     head, tokenizer, _ = load_finetuned(minilm_mrpc)
     at_positions = class_probabilities(head, encode_pairs(tokenizer, pairs[-4:], 512))[:, 1]
     assert np.abs(at_positions - want[-4:]).max() > 0.01
-    answer = load_elsewhere(version, {"serving_default": as_inputs(pairs)})
-    np.testing.assert_allclose(answer["serving_default"]["probability"], want, atol=1e-5)
+    answers = load_each_elsewhere([(version, {"serving_default": as_inputs(pairs)})
+                                   for version in versions])
+    for answer in answers:
+        np.testing.assert_allclose(answer["serving_default"]["probability"], want, atol=1e-5)
 
 
 def word_level_model(root) -> Path:
@@ -313,31 +317,32 @@ def word_level_model(root) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ids_only", [False, True])
-def test_predict_ids_needs_no_tensorflow_text(learned, tmp_path, ids_only):
-    """--ids-only (and a word-level model) export plain TensorFlow ops: the model loads and
-    answers where tensorflow-text was never imported."""
+def test_predict_ids_needs_no_tensorflow_text(learned, tmp_path):
+    """--ids-only (and a word-level model) export plain TensorFlow ops: the models load and
+    answer where tensorflow-text was never imported (both in one fresh Python)."""
     from nlp_tutorials.training.finetuning import load_finetuned
     from nlp_tutorials.serving.savedmodel import WORD_LEVEL_NOTE, export_model
 
-    if ids_only:
-        model_dir = save_tiny_finetuned(tmp_path / "mrpc", learned, "mean")
-    else:
-        model_dir = word_level_model(tmp_path)
-    printed = []
-    version = export_model(model_dir, tmp_path / "served", ids_only=ids_only,
-                           printer=printed.append)
-    assert (WORD_LEVEL_NOTE in printed) is not ids_only
-    assert printed[-1].endswith("(signatures: predict_ids)")
-    pairs = load_mrpc("test")[:16]
-    tokenizer = load_finetuned(model_dir).tokenizer
-    arrays = encode_pairs(tokenizer, pairs, MAX_POSITIONS)
-    inputs = {"input_ids": arrays["input_ids"].tolist(),
-              "token_type_ids": arrays["token_type_ids"].tolist(),
-              "attention_mask": (arrays["input_ids"] != 0).astype(int).tolist()}
-    answer = load_elsewhere(version, {"predict_ids": inputs}, tensorflow_text=False)
-    np.testing.assert_allclose(answer["predict_ids"]["probability"],
-                               predict_probabilities(model_dir, pairs), atol=1e-5)
+    pairs, requests, model_dirs = load_mrpc("test")[:16], [], []
+    for ids_only in (False, True):
+        root = tmp_path / f"ids_only_{ids_only}"
+        model_dir = (save_tiny_finetuned(root / "mrpc", learned, "mean") if ids_only
+                     else word_level_model(root))
+        printed = []
+        version = export_model(model_dir, root / "served", ids_only=ids_only,
+                               printer=printed.append)
+        assert (WORD_LEVEL_NOTE in printed) is not ids_only
+        assert printed[-1].endswith("(signatures: predict_ids)")
+        arrays = encode_pairs(load_finetuned(model_dir).tokenizer, pairs, MAX_POSITIONS)
+        inputs = {"input_ids": arrays["input_ids"].tolist(),
+                  "token_type_ids": arrays["token_type_ids"].tolist(),
+                  "attention_mask": (arrays["input_ids"] != 0).astype(int).tolist()}
+        requests.append((version, {"predict_ids": inputs}))
+        model_dirs.append(model_dir)
+    answers = load_each_elsewhere(requests, tensorflow_text=False)
+    for model_dir, answer in zip(model_dirs, answers):
+        np.testing.assert_allclose(answer["predict_ids"]["probability"],
+                                   predict_probabilities(model_dir, pairs), atol=1e-5)
 
 
 @pytest.mark.slow

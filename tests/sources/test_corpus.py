@@ -4,13 +4,10 @@ Pairs are checked on documents whose token ids say where they come from (documen
 position), so every property is verified from the ids alone.
 """
 import json
-import os
 import random
 import shutil
 import signal
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +27,7 @@ from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import WordTokenizer
 from interrupt import signalled_when_paused
-from support import fails_without_tensorflow, run_local_workers
+from support import fails_without_tensorflow, run_local_workers, run_main
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = [f"w{i}" for i in range(200)]
@@ -514,11 +511,9 @@ def test_input_pipeline_of_each_worker(monkeypatch):
 
 # --- the command line ---
 
-def run_cli(*args, env=None):
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    return subprocess.run([sys.executable, "-m", "nlp_tutorials.bert", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
+def run_cli(*args):
+    """``python -m nlp_tutorials.bert ARGS``, in this process (support.run_main)."""
+    return run_main("bert", *args)
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -18,7 +18,7 @@ from safetensors.numpy import load_file, save_file
 
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.system.errors import UserError
-from support import checkpoint_weights, weights_by_path
+from support import checkpoint_weights, run_main, weights_by_path
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 ROOT = Path(__file__).resolve().parents[2]
@@ -278,19 +278,15 @@ def test_a_run_with_a_head_warm_up_is_not_extended(tmp_path):
 @pytest.mark.slow
 def test_train_then_finetune_from_the_command_line(headless, tmp_path):
     """The two commands as a user runs them: continued pre-training, then fine-tuning on it."""
-    run = subprocess.run(
-        [sys.executable, "-m", "nlp_tutorials.bert", "train", "--init-from", str(headless),
-         "--model-dir", str(tmp_path / "run"), "--steps", "3", "--head-warmup-steps", "1",
-         "--batch-size", "8", "--max-len", "32", "--no-plots"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    run = run_main("bert", "train", "--init-from", str(headless), "--model-dir",
+                   str(tmp_path / "run"), "--steps", "3", "--head-warmup-steps", "1",
+                   "--batch-size", "8", "--max-len", "32", "--no-plots")
     assert run.returncode == 0, run.stderr
     assert "no pre-training heads" in run.stdout and "steps 1-1: the pre-training heads" in run.stdout
     folder = tmp_path / "run" / "pretrained"
-    finetune = subprocess.run(
-        [sys.executable, "-m", "nlp_tutorials.bert", "finetune", "--init-from", str(folder),
-         "--output-dir", str(tmp_path / "mrpc"), "--epochs", "1", "--max-len", "32",
-         "--dev-size", "0", "--no-swap"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    finetune = run_main("bert", "finetune", "--init-from", str(folder), "--output-dir",
+                        str(tmp_path / "mrpc"), "--epochs", "1", "--max-len", "32",
+                        "--dev-size", "0", "--no-swap")
     assert finetune.returncode == 0, finetune.stderr
     assert "MRPC test over 1 seed(s)" in finetune.stdout
     assert "no pre-training heads" not in finetune.stdout  # the folder holds the trained heads

@@ -19,6 +19,7 @@ from support import (
     checkpoint_weights,
     fails_without_tensorflow,
     main_in_fresh_process,
+    run_main,
     weights_by_path,
 )
 
@@ -217,19 +218,19 @@ def test_an_extended_schedule_goes_on_from_the_rate_it_had(total, at, to):
 def test_export_and_plot_commands(trained, tmp_path):
     model_dir, _, _ = trained
     pickle_path = tmp_path / "att.pkl"
-    result = run_cli("nlp_tutorials.bert", "export", "--model-dir", str(model_dir), "--n", "4",
-                     "--output", str(pickle_path))
+    result = run_main("bert", "export", "--model-dir", str(model_dir), "--n", "4",
+                      "--output", str(pickle_path))
     assert result.returncode == 0, result.stderr
     from nlp_tutorials.analysis.visual import load_attention_pickle
 
     data = load_attention_pickle(pickle_path)
     assert len(data["src"]) == 4 and data["src"][0][0] == "[CLS]"
     assert [a.shape for a in data["attentions"]["encoder"]] == [(4, 2, 32, 32)]
-    result = run_cli("nlp_tutorials.bert", "plot", "--input", str(pickle_path), "--output-dir",
-                     str(tmp_path / "png"), "--case", "9")
+    result = run_main("bert", "plot", "--input", str(pickle_path), "--output-dir",
+                      str(tmp_path / "png"), "--case", "9")
     assert result.returncode == 2
     assert result.stderr.strip().endswith("valid: 0..3)"), result.stderr
-    result = run_cli("nlp_tutorials.bert", "export", "--model-dir", str(tmp_path / "nothing"))
+    result = run_main("bert", "export", "--model-dir", str(tmp_path / "nothing"))
     assert result.returncode == 2 and "run `python -m nlp_tutorials.bert train" in result.stderr
 
 
@@ -352,15 +353,15 @@ def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path)
     killed_at = saved_step(model_dir)
     assert 6 <= killed_at < 400
     at_kill = checkpoint_weights(model_dir / "checkpoints" / f"ckpt-{killed_at}")
-    result = run_cli("nlp_tutorials.bert", "train", "--resume", "--steps", "400",
-                     "--model-dir", str(model_dir), "--no-plots")
+    result = run_main("bert", "train", "--resume", "--steps", "400", "--model-dir", str(model_dir),
+                      "--no-plots")
     assert result.returncode == 0, result.stderr
     assert f"resuming from checkpoint ckpt-{killed_at} at step {killed_at}" in result.stdout
     assert f"steps {killed_at} -> 400" in result.stdout
     assert saved_step(model_dir) == 400
-    result = run_cli("nlp_tutorials.bert", "train", *TINY, "--dropout", "0", "--steps", "400",
-                     "--checkpoint-every", "400", "--model-dir", str(tmp_path / "whole"),
-                     "--no-plots")
+    result = run_main("bert", "train", *TINY, "--dropout", "0", "--steps", "400",
+                      "--checkpoint-every", "400", "--model-dir", str(tmp_path / "whole"),
+                      "--no-plots")
     assert result.returncode == 0, result.stderr
     resumed = checkpoint_weights(model_dir / "checkpoints" / "ckpt-400")
     whole = checkpoint_weights(tmp_path / "whole" / "checkpoints" / "ckpt-400")
@@ -379,8 +380,7 @@ def test_resume_passes_over_a_checkpoint_cut_short(trained, tmp_path):
     shutil.copytree(trained[0], model_dir)
     data = model_dir / "checkpoints" / "ckpt-6.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
-    result = run_cli("nlp_tutorials.bert", "train", "--resume", "--model-dir", str(model_dir),
-                     "--no-plots")
+    result = run_main("bert", "train", "--resume", "--model-dir", str(model_dir), "--no-plots")
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         f"checkpoint {model_dir / 'checkpoints' / 'ckpt-6'} is damaged: ckpt-6.data-00000-of-00001 "
