@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.models.config import ModelConfig
-from fresh_process import load_each_elsewhere
+from fresh_process import load_each_elsewhere, load_elsewhere
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
 from nlp_tutorials.text.packing import encode_pairs
@@ -272,30 +272,28 @@ def test_encode_is_the_vector_the_classifier_reads(exported, loaded):
 
 
 @pytest.mark.slow
-def test_loaded_elsewhere_answers_as_predict(learned, exported, tmp_path):
-    """Mean pooling (the module's own export) and [CLS] pooling, both loaded in one fresh
-    Python."""
-    exports = {"mean": exported, "cls": export_tiny(tmp_path, learned, "cls")}
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling, request):
+    # mean pooling is the module's own export; cls pooling is exported here
+    model_dir, version = (request.getfixturevalue("exported") if pooling == "mean"
+                          else export_tiny(tmp_path, learned, pooling))
     pairs = sample_pairs()
     sentences = [p.s2 for p in pairs]
-    answers = load_each_elsewhere([(version, {"serving_default": as_inputs(pairs),
-                                              "encode": {"sentence": sentences}})
-                                   for _, version in exports.values()])
-    for (model_dir, _), answer in zip(exports.values(), answers):
-        np.testing.assert_allclose(answer["serving_default"]["probability"],
-                                   predict_probabilities(model_dir, pairs), atol=1e-5)
-        np.testing.assert_allclose(answer["encode"]["embedding"],
-                                   summaries(model_dir, sentences), atol=1e-5)
+    answer = load_elsewhere(version, {"serving_default": as_inputs(pairs),
+                                      "encode": {"sentence": sentences}})
+    np.testing.assert_allclose(answer["serving_default"]["probability"],
+                               predict_probabilities(model_dir, pairs), atol=1e-5)
+    np.testing.assert_allclose(answer["encode"]["embedding"], summaries(model_dir, sentences),
+                               atol=1e-5)
 
 
 @pytest.mark.slow
-def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path):
-    """Exported as it is and compiled by XLA (--xla), both loaded in one fresh Python."""
+@pytest.mark.parametrize("xla", [False, True])
+def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path, xla):
     from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
     from nlp_tutorials.serving.savedmodel import export_model
 
-    versions = [export_model(minilm_mrpc, tmp_path / f"served_{xla}", printer=lambda *_: None,
-                             xla=xla) for xla in (False, True)]
+    version = export_model(minilm_mrpc, tmp_path / "served", printer=lambda *_: None, xla=xla)
     pairs = sample_pairs()[:32] + sample_pairs()[-4:]
     want = predict_probabilities(minilm_mrpc, pairs)
     assert want[:32].std() > 0.1
@@ -304,10 +302,8 @@ def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path):
     head, tokenizer, _ = load_finetuned(minilm_mrpc)
     at_positions = class_probabilities(head, encode_pairs(tokenizer, pairs[-4:], 512))[:, 1]
     assert np.abs(at_positions - want[-4:]).max() > 0.01
-    answers = load_each_elsewhere([(version, {"serving_default": as_inputs(pairs)})
-                                   for version in versions])
-    for answer in answers:
-        np.testing.assert_allclose(answer["serving_default"]["probability"], want, atol=1e-5)
+    answer = load_elsewhere(version, {"serving_default": as_inputs(pairs)})
+    np.testing.assert_allclose(answer["serving_default"]["probability"], want, atol=1e-5)
 
 
 def word_level_model(root) -> Path:
