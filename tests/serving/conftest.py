@@ -43,8 +43,14 @@ def minilm_mrpc(tmp_path_factory):
     from nlp_tutorials.text.tokenization import load_tokenizer
     from nlp_tutorials.training.finetuning import save_head
 
+    import keras
+
     root = tmp_path_factory.mktemp("minilm")
     checkpoint = first_layers(Path(module.MODEL_DIR), root / "checkpoint", LAYERS_KEPT)
+    # The classifier's draw: with it the long MRPC pairs answer 0.26 apart at 128 and at 512
+    # tokens, which test_minilm_loaded_elsewhere_answers_as_predict needs above 0.01 (with two
+    # layers, two of the seeds 0-3 leave them closer; with all six, each is over 0.12).
+    keras.utils.set_random_seed(3)
     backbone = BERT.from_pretrained(checkpoint, printer=lambda *_: None)
     assert backbone.config.num_hidden_layers == LAYERS_KEPT
     head = SequenceClassifier(backbone, pooling="mean")
