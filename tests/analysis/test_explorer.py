@@ -364,21 +364,20 @@ def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
 
     tokenizer = mrpc_tokenizer()
     classifier = SequenceClassifier(BERT(tiny_bert_config(tokenizer)))
+    set_weights_of_our_own(classifier.backbone, seed=4)
     save_head(classifier, tmp_path)
     tokenizer.save(tmp_path)
     page = page_json(explorer.explore("bert", tmp_path / "page.html", model_dir=tmp_path, n=3))
     encoded = encode_pairs(tokenizer, load_mrpc("test")[:3], 128)
-    ids, segments = encoded["input_ids"], encoded["token_type_ids"]
-    attentions = classifier.backbone({"input_ids": ids, "token_type_ids": segments})[
-        "attentions"]["encoder"]
+    inputs = {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
+    attentions = classifier.backbone(inputs)["attentions"]["encoder"]
+    fresh = BERT(tiny_bert_config(tokenizer))(inputs)["attentions"]["encoder"]
     for case, example in enumerate(page["examples"]):
-        length = int((ids[case] != 0).sum())
-        assert example["src"] == tokenizer.convert_ids_to_tokens(ids[case][:length])
-        assert example["segments"] == segments[case][:length].tolist()
-        weights, _, _ = decode_entry(example, "encoder", 2, 2, length, length)
-        for layer in range(2):
-            exact = np.asarray(attentions[layer])[case][:, :length, :length]
-            assert np.abs(weights[layer] / 255 - exact).max() <= explorer.WEIGHT_ERROR + 1e-6
+        length = int((inputs["input_ids"][case] != 0).sum())
+        assert example["src"] == tokenizer.convert_ids_to_tokens(
+            inputs["input_ids"][case][:length])
+        assert example["segments"] == inputs["token_type_ids"][case][:length].tolist()
+        check_entry_against(example, "encoder", attentions, fresh, case, length, length)
 
 
 def test_explore_a_pretraining_folder(tmp_path):
