@@ -187,8 +187,9 @@ BREAKAGES = (
              "    while reached < share:\n        reached = min(share, reached + step)\n",
              tests(BERTOLOGY_TESTS, ITERATIVE)),
     Breakage("analysis/bertology: heads pruned before are chosen again", BERTOLOGY,
-             "        kept = [[h for h in range(heads) if mask[layer, h]] for layer in "
-             "range(layers)]", "        kept = [list(range(heads)) for layer in range(layers)]",
+             "            if (chosen := [h for h in range(heads) if not mask[layer, h]\n"
+             "                           and (layer, h) not in already])}",
+             "            if (chosen := [h for h in range(heads) if not mask[layer, h]])}",
              tests(BERTOLOGY_TESTS, ITERATIVE)),
     Breakage("analysis/bertology: the masking study masks the most important heads first",
              BERTOLOGY, '    least_first = np.argsort(importance.ravel(), kind="stable")',
@@ -221,8 +222,8 @@ BREAKAGES = (
              "        return self._track(self.step(data, training=True))",
              tests(TRAINABLE_TESTS, FIT_STEP)),
     Breakage("models/trainable: the reported metrics doubled", TRAINABLE,
-             "return {name: means[name].result() for name in values}",
-             "return {name: 2 * means[name].result() for name in values}",
+             "means[name].update_state(value * replicas)",
+             "means[name].update_state(2 * value * replicas)",
              tests(TRAINABLE_TESTS, FIT_STEP, "test_evaluate_averages_step_over_the_batches")),
     Breakage("models/gpt: the next-sentence weight 0.5 instead of 0.2", GPT,
              "NSP_WEIGHT = 0.2", "NSP_WEIGHT = 0.5", tests(TRAINABLE_TESTS, FIT_STEP)),
