@@ -170,6 +170,10 @@ class Task:
         """Keep what the best epoch's dev scores chose, for ``settings`` to save (SQuAD v2.0:
         the no-answer threshold); by default nothing."""
 
+    def selection_score(self, dev_scores: dict) -> float:
+        """The dev score that chooses the epoch and the seed to keep: the task's first metric."""
+        return dev_scores[self.metrics[0][0]]
+
     # (a) Reading.
 
     def path(self, split: str):

@@ -542,6 +542,11 @@ class Squad2Task(SquadTask):
         if "best_threshold" in dev_scores:
             self.null_threshold = float(dev_scores["best_threshold"])
 
+    def selection_score(self, dev_scores: dict) -> float:
+        """F1 at the dev file's best threshold, the one :meth:`tune` then adopts. F1 at the
+        threshold in use would tie every epoch that still answers nothing, and keep the first."""
+        return dev_scores["best_f1"]
+
     def read_file(self, path) -> list[Question]:
         return read_squad_file(path)
 

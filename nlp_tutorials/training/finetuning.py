@@ -15,6 +15,7 @@ above all) has been chosen on dev.
 Files in ``output_dir``: ``model.keras`` (head + backbone), ``task.json`` (the task's name and
 label names), ``vocab.txt`` + ``tokenizer_config.json``, ``results.json``.
 """
+import copy
 import dataclasses
 import functools
 import json
@@ -231,12 +232,13 @@ def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
 
 
 def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print):
-    """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores).
+    """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
+    the epoch kept, from 1).
 
-    The epoch with the best dev score (the task's first metric: accuracy for MRPC) is kept;
-    without dev examples (``dev_size`` 0) the last epoch is, and the dev scores are None; with
-    no test file the test scores are None. The head trains under ``strategy`` (its variables
-    live on every replica); scoring runs on one device.
+    The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
+    ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
+    scores are None; with no test file the test scores are None. The head trains under
+    ``strategy`` (its variables live on every replica); scoring runs on one device.
     """
     with strategy.scope():
         backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed), task)
@@ -250,8 +252,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
         head = task.build_head(backbone, **options)
         head.compile(optimizer=make_optimizer(config.learning_rate,
                                               config.epochs * steps_per_epoch))
-    metric, metric_name = task.metrics[0]
-    best = (-math.inf, None, None)
+    metric_name = task.metrics[0][1]
+    best = (-math.inf, None, None, config.epochs)  # (score, weights, dev scores, epoch)
 
     def end_of_epoch(epoch, metrics):
         nonlocal best
@@ -261,8 +263,9 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
             return
         dev_scores = evaluate(head, task, dev.examples, dev.arrays)
         printer(f"{report}, dev {task.describe(dev_scores)}")
-        if dev_scores[metric] > best[0]:
-            best = (dev_scores[metric], [w.numpy() for w in head.weights], dev_scores)
+        if task.selection_score(dev_scores) > best[0]:
+            best = (task.selection_score(dev_scores), [w.numpy() for w in head.weights],
+                    dev_scores, epoch)
 
     train_epochs(head, train, config.epochs, config.batch_size, np.random.default_rng(seed),
                  strategy, end_of_epoch)
@@ -275,13 +278,13 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     # model.keras, which only prediction reads: the file is a third of the size.
     head.optimizer = None
     kept = ("last epoch (no dev examples)" if dev.arrays is None
-            else f"best dev {metric_name} {best[0]:.3f}")
+            else f"epoch {best[3]}, best dev {metric_name} {best[0]:.3f}")
     test_scores = None
     if test.arrays is not None:
         test_scores = evaluate(head, task, test.examples, test.arrays)
         kept += f"; test {task.describe(test_scores)}"
     printer(f"seed {seed}: {kept}")
-    return head, tokenizer, best[2], test_scores
+    return head, tokenizer, best[2], test_scores, best[3]
 
 
 def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) -> dict:
@@ -301,27 +304,27 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
-    metric = task.metrics[0][0]
     runs = []
-    kept = None
+    kept = None  # (head, tokenizer, its dev score, its task)
     for seed in range(config.seed, config.seed + config.seeds):
-        head, tokenizer, dev, test = finetune_once(config, task, seed, strategy, printer)
-        runs.append({"seed": seed, "dev": dev, "test": test})
-        dev_score = -math.inf if dev is None else dev[metric]
+        # Each seed tunes a copy of its own (SQuAD v2.0's threshold), from the task as declared.
+        seed_task = copy.copy(task)
+        head, tokenizer, dev, test, epoch = finetune_once(config, seed_task, seed, strategy,
+                                                          printer)
+        runs.append({"seed": seed, "epoch": epoch, "dev": dev, "test": test})
+        dev_score = -math.inf if dev is None else seed_task.selection_score(dev)
         if kept is None or dev_score > kept[2]:
-            kept = (head, tokenizer, dev_score, dev)
+            kept = (head, tokenizer, dev_score, seed_task)
     scored = "test" if runs[0]["test"] is not None else "dev"
     summary = ({name: mean_std([run[scored][name] for run in runs]) for name, _ in task.metrics}
                if runs[0][scored] is not None else {})
     if summary:
         printer(f"{task.title} {scored} over {len(runs)} seed(s): "
                 f"{task.describe_mean_std(summary)}")
-    if kept[3] is not None:
-        task.tune(kept[3])
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
-    save_task(output_dir, task)
+    save_task(output_dir, kept[3])
     save_results(output_dir, config, runs, {f"{scored}_mean_std": summary})
     printer(f"fine-tuned model written to {output_dir / MODEL_FILE}")
     return {"runs": runs, f"{scored}_mean_std": summary}

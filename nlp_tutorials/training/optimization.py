@@ -132,10 +132,18 @@ def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.
                       weight_decay)
 
 
+# The weights BERT does not decay, by their own names: LayerNorm's gamma and beta, and every
+# bias. Keras matches the pattern against the TensorFlow variable's name, which holds the name
+# scopes open when the weight was made: "bert/encoder/layer_0/attention_norm/norm/gamma:0" for
+# a layer built inside its model's call, "gamma:0" or "bert/encoder/gamma:0" for one built
+# outside it. So the pattern reads the last part only; a layer's name ("norm") may be absent.
+NOT_DECAYED = r"(^|/)(gamma|beta|bias)(:\d+)?$"
+
+
 def bert_adamw(schedule, weight_decay: float = 0.01):
     """AdamW as BERT, following ``schedule``: beta2 0.999, epsilon 1e-6, no weight decay on
     LayerNorm or biases."""
     optimizer = AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9,
                       beta_2=0.999, epsilon=1e-6)
-    optimizer.exclude_from_weight_decay(var_names=["norm", "bias"])
+    optimizer.exclude_from_weight_decay(var_names=[NOT_DECAYED])
     return optimizer

@@ -1,6 +1,7 @@
 """`finetune --task`, `evaluate` and task.json: the run around any task, checked with MRPC on a
 tiny real BERT (tests/fixtures/bert_tiny_hf) and MRPC-format files cut from the shipped copy."""
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +187,41 @@ def test_fewer_train_examples_than_a_batch_is_one_line(glue_folder, tmp_path):
     with pytest.raises(UserError, match="96 train examples for MRPC, fewer than --batch-size 200"):
         finetune(config, printer=lambda *_: None)
 
+
+
+@pytest.mark.slow
+def test_squad2_keeps_the_epoch_best_at_its_tuned_threshold_each_seed_tuning_its_own(
+        tmp_path, monkeypatch):
+    """Dev scores scripted over a real run: F1 at the threshold in use ties between the two
+    epochs (a model that answers nothing scores the share of unanswerable questions), F1 at the
+    dev-best threshold rises. The second epoch is kept and recorded; the second seed starts
+    from the declared threshold 0, not from the first seed's tuned one."""
+    from nlp_tutorials.training import finetuning
+    from nlp_tutorials.training.finetuning import finetune
+
+    data = tmp_path / "squad"
+    data.mkdir()
+    for name in ("train-v2.0.json", "dev-v2.0.json"):
+        shutil.copy(REPOSITORY / "tests" / "fixtures" / "squad" / "dev-v2.0-slice.json",
+                    data / name)
+    real_evaluate, thresholds_seen = finetuning.evaluate, []
+    scripted = [dict(f1=0.5, best_f1=0.5, best_threshold=1.5),   # each seed's first epoch
+                dict(f1=0.5, best_f1=0.7, best_threshold=2.5)]   # and its second
+
+    def evaluate(head, task, examples, arrays, head_mask=None):
+        thresholds_seen.append(task.null_threshold)
+        scores = real_evaluate(head, task, examples, arrays, head_mask)
+        return {**scores, **scripted[(len(thresholds_seen) - 1) % 2]}
+
+    monkeypatch.setattr(finetuning, "evaluate", evaluate)
+    output = tmp_path / "model"
+    config = FinetuneConfig(task="squad2", data=str(data), init_from=str(TINY_BERT),
+                            output_dir=str(output), epochs=2, seeds=2, batch_size=8,
+                            max_len=48, stride=16)
+    result = finetune(config, printer=lambda *_: None)
+    assert thresholds_seen == [0.0] * 4
+    for run in result["runs"]:
+        assert (run["epoch"], run["dev"]["best_f1"]) == (2, 0.7)
+    saved = json.loads((output / "results.json").read_text())
+    assert [run["epoch"] for run in saved["runs"]] == [2, 2]
+    assert json.loads((output / "task.json").read_text())["null_threshold"] == 2.5

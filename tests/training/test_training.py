@@ -20,6 +20,7 @@ from support import (
     fails_without_tensorflow,
     main_in_fresh_process,
     run_main,
+    tiny_model,
     weights_by_path,
 )
 
@@ -482,6 +483,34 @@ def test_fused_adamw_follows_numpy_adamw(mode):
             expected[i] -= rate * m_hat / (np.sqrt(v_hat) + 1e-6 / np.sqrt(1 - 0.999 ** t))
     for weight, want in zip(weights, expected):
         np.testing.assert_allclose(weight.numpy(), want, atol=2e-6)
+
+
+def test_bert_adamw_decays_kernels_and_embeddings_but_no_layernorm_or_bias():
+    """One update with zero gradients at weight decay 0.1: Adam's own step is 0, so a decayed
+    weight becomes (1 - rate * 0.1) of itself and any other stays as it was."""
+    import tensorflow as tf
+
+    from nlp_tutorials.training.optimization import WarmupLinearDecay, bert_adamw
+
+    import keras
+
+    model = tiny_model("bert")
+    # Weights made outside any model: their TensorFlow names hold no layer's scope ("gamma:0").
+    loose = [keras.Variable(np.full(3, 2.0, np.float32), name=name)
+             for name in ("gamma", "beta", "bias", "kernel", "embeddings")]
+    weights = model.trainable_weights + loose
+    before = {id(w): w.numpy() for w in weights}
+    schedule = WarmupLinearDecay(1.0, 1, 1000)
+    optimizer = bert_adamw(schedule, weight_decay=0.1)
+    optimizer.apply_gradients([(tf.zeros_like(w), w) for w in weights])
+    decayed = 1.0 - float(schedule(0)) * 0.1  # the first update's rate: 1
+    assert decayed == pytest.approx(0.9)
+    kept = {w.path.rsplit("/", 1)[-1] for w in model.trainable_weights} - {"kernel", "embeddings"}
+    assert kept == {"gamma", "beta", "bias"}  # every other weight of the model is one of these
+    for weight in weights:
+        factor = 1.0 if weight.path.rsplit("/", 1)[-1] in kept else decayed
+        np.testing.assert_allclose(weight.numpy(), factor * before[id(weight)], rtol=1e-6,
+                                   err_msg=weight.path)
 
 
 def test_fused_adamw_leaves_amsgrad_to_keras():
