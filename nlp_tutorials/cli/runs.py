@@ -17,6 +17,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.outputs import Interrupted, Output, writing
 from nlp_tutorials.system.startup import start_tensorflow
 from nlp_tutorials.training.distribute import is_chief, worker_dir
+from nlp_tutorials.training.search import SEARCH_FILE
 
 RESULTS = "visual/results"  # where pictures drawn after training go
 # What a model folder holds once a run has saved something worth keeping (see held_folder):
@@ -134,8 +135,9 @@ def prepare(settings) -> None:
 
 def finetune(config) -> None:
     """``bert finetune``: fine-tune on the task, report dev and test scores, save the model."""
+    # A recipe search's search.json is worth keeping alone: the next run goes on from it.
     output_dir = Output("--output-dir", worker_dir(config.output_dir, config.strategy),
-                        folder=True, lock=True, results=(FINETUNED_MODEL,))
+                        folder=True, lock=True, results=(FINETUNED_MODEL, SEARCH_FILE))
     # The backbone comes from --init-from, from nowhere (--from-scratch) or from --model-dir.
     backbone = "" if config.init_from or config.from_scratch else config.model_dir
     reads = {"--model-dir": backbone, "--init-from": config.init_from, "--data": config.data,

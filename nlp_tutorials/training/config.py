@@ -376,6 +376,19 @@ class FinetuneConfig(Settings):
                                   "[CLS] vector) or 'mean' (the average of the final token "
                                   "vectors, as sentence-embedding models such as "
                                   "all-MiniLM-L6-v2 were trained)", choices=("cls", "mean"))
+    # No flags: BERT's, set by a recipe search (--search-space) or from Python.
+    warmup_fraction: float = checked(0.1, kind=probability)
+    weight_decay: float = checked(0.01, kind=non_negative_float)
+    search: int = setting(0, "choose the recipe first by this many trials, each trained on "
+                             "train less a held-out tenth and scored on that tenth (never on "
+                             "dev or test); the best then trains on all of train. Needs "
+                             "Optuna: pip install 'nlp_tutorials[search]'", kind=non_negative_int,
+                          metavar="TRIALS", default_help="0: no search")
+    search_space: str = setting("", "with --search: a JSON object of the choices to try, "
+                                    "{{setting: [values]}}, among learning_rate, batch_size, "
+                                    "epochs, warmup_fraction, weight_decay and pooling",
+                                metavar="FILE", default_help="the BERT paper's grid: learning "
+                                "rate 5e-5, 4e-5, 3e-5, 2e-5; batch 16, 32; epochs 2, 3, 4")
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
@@ -420,6 +433,8 @@ class FinetuneConfig(Settings):
         if self.text_columns and not 1 <= len(self.text_columns.split(",")) <= 2:
             raise UserError(f"--text-columns {self.text_columns}: expected one column name, "
                             f"or two separated by a comma")
+        if self.search_space and not self.search:
+            raise UserError(f"--search-space {self.search_space}: only with --search TRIALS")
         check_flags(self.strategy, self.cpu_replicas)
 
     def make_task(self, printer=print):
@@ -452,6 +467,11 @@ class FinetuneConfig(Settings):
             path = getattr(self, flag)
             if path and not Path(path).is_file():
                 raise UserError(f"--{flag} {path}: no such file")
+        if self.search:
+            from nlp_tutorials.training.search import import_optuna, read_space
+
+            import_optuna()
+            read_space(self.search_space)
         _check_pretrained_folder(self.init_from)
         _check_cluster(self.strategy)
 

@@ -231,9 +231,11 @@ def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
     return (train, *held)
 
 
-def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print):
+def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print,
+                  after_epoch=None):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
-    the epoch kept, from 1).
+    the epoch kept, from 1). ``after_epoch(epoch, dev score)``, if given, hears each epoch's
+    ``task.selection_score`` (a recipe search stops an unpromising trial from there).
 
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
@@ -251,7 +253,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     with strategy.scope():
         head = task.build_head(backbone, **options)
         head.compile(optimizer=make_optimizer(config.learning_rate,
-                                              config.epochs * steps_per_epoch))
+                                              config.epochs * steps_per_epoch,
+                                              config.warmup_fraction, config.weight_decay))
     metric_name = task.metrics[0][1]
     best = (-math.inf, None, None, config.epochs)  # (score, weights, dev scores, epoch)
 
@@ -266,6 +269,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
         if task.selection_score(dev_scores) > best[0]:
             best = (task.selection_score(dev_scores), [w.numpy() for w in head.weights],
                     dev_scores, epoch)
+        if after_epoch is not None:
+            after_epoch(epoch, task.selection_score(dev_scores))
 
     train_epochs(head, train, config.epochs, config.batch_size, np.random.default_rng(seed),
                  strategy, end_of_epoch)
@@ -304,6 +309,12 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
+    searched = {}
+    if config.search:
+        from nlp_tutorials.training.search import search_recipe
+
+        config, searched["search"] = search_recipe(config, task, strategy, finetune_once,
+                                                   printer)
     runs = []
     kept = None  # (head, tokenizer, its dev score, its task)
     for seed in range(config.seed, config.seed + config.seeds):
@@ -325,7 +336,7 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
     save_task(output_dir, kept[3])
-    save_results(output_dir, config, runs, {f"{scored}_mean_std": summary})
+    save_results(output_dir, config, runs, {f"{scored}_mean_std": summary, **searched})
     printer(f"fine-tuned model written to {output_dir / MODEL_FILE}")
     return {"runs": runs, f"{scored}_mean_std": summary}
 
@@ -333,7 +344,7 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
 def save_results(output_dir, config: FinetuneConfig, runs: list, summary: dict) -> Path:
     """Write ``results.json`` (the config, every seed's scores, and ``summary``: the mean and
     std of each test score, ``test_mean_std``, or of dev's, ``dev_mean_std``, without a test
-    file) atomically; return its path."""
+    file, and what a recipe search chose, ``search``) atomically; return its path."""
     path = Path(output_dir) / RESULTS_FILE
     write_text_atomic(path, json.dumps(
         {"config": dataclasses.asdict(config), "runs": runs, **summary}, indent=2,

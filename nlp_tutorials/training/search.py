@@ -1,0 +1,228 @@
+"""``finetune --search TRIALS``: the recipe chosen by trials before the run that counts.
+
+The BERT paper chose each task's learning rate, batch size and epochs from a small grid on dev.
+Here every trial trains on train less a tenth held out for the search (drawn once, from the
+run's seed) and is scored on that tenth, so dev keeps choosing the final run's epoch and test is
+scored once, by the final run alone. The space is a grid of declared choices; Optuna's grid
+sampler takes its settings in a seeded random order, none twice (a repeat would cost a whole
+trial), and its median pruner stops a trial whose held-out score after an epoch is below the
+median of the trials before it at that epoch. Every trial goes to ``search.json`` as it ends, so a search
+killed or stopped with Ctrl-C goes on from the trials it has when run again. The best trial's
+settings then fine-tune on the whole of train (:func:`nlp_tutorials.training.finetuning.finetune`).
+
+Why Optuna rather than KerasTuner: docs/tasks.md ("Searching the recipe").
+"""
+import copy
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.outputs import Interrupted
+
+SEARCH_FILE = "search.json"
+HELD_OUT_SHARE = 0.1  # of train, held out to score the trials
+# The BERT paper's grid (appendix A.3), searched when no --search-space is given.
+PAPER_GRID = {"learning_rate": [5e-5, 4e-5, 3e-5, 2e-5], "batch_size": [16, 32],
+              "epochs": [2, 3, 4]}
+# What a search may choose, and the type of its values.
+SEARCHABLE = {"learning_rate": float, "batch_size": int, "epochs": int,
+              "warmup_fraction": float, "weight_decay": float, "pooling": str}
+
+
+def import_optuna():
+    """The optuna module, or one line saying how to install it."""
+    try:
+        import optuna
+    except ImportError:
+        raise UserError("--search needs Optuna: pip install 'nlp_tutorials[search]' "
+                        "(or pip install optuna)") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the trial lines say what happens
+    return optuna
+
+
+def read_space(path: str) -> dict:
+    """The search space in the JSON file ``path`` ({setting: [values]}); "" gives
+    :data:`PAPER_GRID`. A bad file is one line naming it and what is wrong."""
+    if not path:
+        return dict(PAPER_GRID)
+    where = f"--search-space {path}"
+    try:
+        space = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{where}: not a JSON file ({err})") from None
+    if not isinstance(space, dict) or not space:
+        raise UserError(f"{where}: expected a JSON object {{setting: [values]}}, not empty")
+    for name, values in space.items():
+        if name not in SEARCHABLE:
+            raise UserError(f"{where}: {name!r} cannot be searched; expected some of "
+                            f"{', '.join(SEARCHABLE)}")
+        kind = SEARCHABLE[name]
+        if not isinstance(values, list) or not values or not all(
+                isinstance(v, kind) and not isinstance(v, bool)
+                or kind is float and isinstance(v, int) and not isinstance(v, bool)
+                for v in values):
+            raise UserError(f"{where}: {name}: expected a non-empty list of "
+                            f"{kind.__name__} values, got {json.dumps(values)}")
+    return space
+
+
+def held_out_task(task, share: float, seed: int):
+    """A copy of ``task`` whose train is its train less a random ``share`` (at least one
+    example), whose dev is that share and which has no test: what the trials read."""
+    train = task.examples("train")
+    order = np.random.default_rng(seed).permutation(len(train))
+    cut = max(1, round(share * len(train)))
+    splits = {"train": [train[i] for i in sorted(order[cut:])],
+              "dev": [train[i] for i in sorted(order[:cut])], "test": []}
+    trial_task = copy.copy(task)
+    trial_task.examples = splits.__getitem__  # the trials read these splits, nothing else
+    return trial_task
+
+
+def search_recipe(config, task, strategy, train_once, printer=print) -> tuple:
+    """Run ``config.search`` trials (less those ``search.json`` holds already) on ``task``,
+    each one ``train_once`` (:func:`~nlp_tutorials.training.finetuning.finetune_once`); return
+    (``config`` with the best trial's settings, what results.json keeps of the search)."""
+    optuna = import_optuna()
+    space = read_space(config.search_space)
+    log = SearchLog(Path(config.output_dir) / SEARCH_FILE, space, config.seed)
+    study = optuna.create_study(direction="maximize",
+                                sampler=optuna.samplers.GridSampler(space, seed=config.seed),
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=2))
+    distributions = {name: optuna.distributions.CategoricalDistribution(values)
+                     for name, values in space.items()}
+    for done in log.trials:
+        study.add_trial(recorded_trial(optuna, done, distributions))
+    trial_task = held_out_task(task, HELD_OUT_SHARE, config.seed)
+    total = min(config.search, math.prod(len(values) for values in space.values()))
+    printer(f"recipe search: {total} trials over {describe_space(space)}"
+            + (f" (every setting of it: --search {config.search} asked for more)"
+               if total < config.search else "")
+            + f"; each scored on {len(trial_task.examples('dev')):,} train examples held out "
+              f"for it" + (f"; {len(log.trials)} done before" if log.trials else ""))
+
+    def objective(trial):
+        settings = {name: trial.suggest_categorical(name, values)
+                    for name, values in space.items()}
+        record = run_trial(optuna, trial, settings, config, trial_task, strategy, train_once)
+        log.add(record)
+        printer(trial_line(len(log.trials), total, record))
+        if record["state"] == "pruned":
+            raise optuna.TrialPruned()
+        return record["score"]
+
+    try:
+        study.optimize(objective, n_trials=total - len(log.trials))
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; {len(log.trials)} trial(s) kept in {log.path}: "
+                          f"the same command goes on from them") from None
+    return chosen(config, log, printer)
+
+
+def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once) -> dict:
+    """Fine-tune one trial's ``settings`` on the held-out split; its record for search.json."""
+    scores, start = [], time.monotonic()
+
+    def after_epoch(epoch, score):
+        scores.append(float(score))
+        trial.report(score, epoch)
+        if trial.should_prune():
+            raise optuna.TrialPruned()
+
+    trial_config = dataclasses.replace(config, **settings, search=0, search_space="", seeds=1)
+    try:
+        train_once(trial_config, copy.copy(trial_task), config.seed, strategy,
+                   printer=lambda *_: None, after_epoch=after_epoch)
+        state = "complete"
+    except optuna.TrialPruned:
+        state = "pruned"
+    best = int(np.argmax(scores))
+    return {"number": trial.number, "settings": settings, "state": state,
+            "score": scores[best], "epoch": best + 1, "epoch_scores": scores,
+            "seconds": round(time.monotonic() - start, 1)}
+
+
+def recorded_trial(optuna, record: dict, distributions: dict):
+    """A trial of search.json as Optuna's study keeps one, its per-epoch scores included."""
+    complete = record["state"] == "complete"
+    return optuna.trial.create_trial(
+        params=record["settings"], distributions=distributions,
+        value=record["score"] if complete else None,
+        state=optuna.trial.TrialState.COMPLETE if complete else optuna.trial.TrialState.PRUNED,
+        intermediate_values={epoch: score
+                             for epoch, score in enumerate(record["epoch_scores"], start=1)})
+
+
+class SearchLog:
+    """``search.json``: the space, the seed and every trial so far, written whole after each
+    trial. One made with another space or seed is refused rather than mixed in."""
+
+    def __init__(self, path: Path, space: dict, seed: int):
+        self.path, self.head = path, {"space": space, "seed": seed,
+                                      "held_out_share": HELD_OUT_SHARE}
+        self.trials = []
+        if path.is_file():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            if {key: saved.get(key) for key in self.head} != self.head:
+                raise UserError(f"{path} holds a search of another space or seed; remove it, "
+                                f"or choose another --output-dir")
+            self.trials = saved["trials"]
+
+    def add(self, record: dict) -> None:
+        self.trials.append(record)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.path, json.dumps({**self.head, "trials": self.trials},
+                                                indent=2) + "\n")
+
+
+def chosen(config, log: SearchLog, printer) -> tuple:
+    """(``config`` with the best complete trial's settings, the search's summary), after
+    printing every trial best first."""
+    complete = [t for t in log.trials if t["state"] == "complete"]
+    if not complete:
+        raise UserError(f"no trial of {log.path} ran to its end; expected --search of at "
+                        f"least 1 trial that is not stopped")
+    ranked = sorted(log.trials, key=lambda t: (t["state"] != "complete", -t["score"]))
+    printer("trials, best first:")
+    for record in ranked:
+        printer("  " + trial_line(record["number"] + 1, len(log.trials), record))
+    best = ranked[0]
+    printer(f"chosen: {describe_settings(best['settings'])}; now on all of train")
+    summary = {"settings": best["settings"], "held_out_score": best["score"],
+               "trials": len(log.trials), "pruned": len(log.trials) - len(complete),
+               "seconds": round(sum(t["seconds"] for t in log.trials), 1)}
+    return dataclasses.replace(config, **best["settings"]), summary
+
+
+def shown(value) -> str:
+    """A setting's value as the lines show it: 3e-05 rather than 3.0000000000000004e-05."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def describe_settings(settings: dict) -> str:
+    return ", ".join(f"{name} {shown(value)}" for name, value in settings.items())
+
+
+def describe_space(space: dict) -> str:
+    return "; ".join(f"{name} {', '.join(shown(v) for v in values)}"
+                     for name, values in space.items())
+
+
+def trial_line(number: int, total: int, record: dict) -> str:
+    """``trial 3/12: learning_rate 3e-05, batch_size 16, epochs 3: held-out 0.812 at epoch 2
+    (41 s)``, or ``... stopped after epoch 1: 0.512 ...``."""
+    if record["state"] == "complete":
+        outcome = f"held-out {record['score']:.4f} at epoch {record['epoch']}"
+    else:
+        outcome = (f"stopped after epoch {len(record['epoch_scores'])}: "
+                   f"{record['epoch_scores'][-1]:.4f}")
+    return (f"trial {number}/{total}: {describe_settings(record['settings'])}: {outcome} "
+            f"({record['seconds']:.0f} s)")

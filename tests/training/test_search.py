@@ -1,0 +1,192 @@
+"""`finetune --search`: trials on a held-out part of train, search.json, pruning, resuming, and
+the best settings trained on all of train; checked with MRPC cut small on a tiny real BERT."""
+import json
+import shutil
+
+import pytest
+
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR
+from nlp_tutorials.training.config import FinetuneConfig
+from nlp_tutorials.training.search import PAPER_GRID, held_out_task, import_optuna, read_space
+from support import REPOSITORY, fails_without_tensorflow
+
+TINY_BERT = REPOSITORY / "tests" / "fixtures" / "bert_tiny_hf"
+
+
+@pytest.fixture(scope="module")
+def mrpc_folder(tmp_path_factory):
+    """A GLUE-style MRPC folder: train.tsv (80 pairs), dev.tsv (24 pairs)."""
+    folder = tmp_path_factory.mktemp("glue_mrpc")
+    lines = (DEFAULT_DATA_DIR / "msr_paraphrase_train.txt").read_text(
+        encoding="utf-8-sig").splitlines()
+    for name, rows in (("train.tsv", lines[1:81]), ("dev.tsv", lines[81:105])):
+        (folder / name).write_text("\n".join([lines[0], *rows]) + "\n", encoding="utf-8")
+    return folder
+
+
+def space_file(tmp_path, space: dict):
+    path = tmp_path / "space.json"
+    path.write_text(json.dumps(space))
+    return str(path)
+
+
+def search_config(mrpc_folder, output, space, trials, **settings):
+    return FinetuneConfig(data=str(mrpc_folder), init_from=str(TINY_BERT), output_dir=str(output),
+                          max_len=32, search=trials, search_space=space, **settings)
+
+
+def test_the_default_space_is_the_papers_grid():
+    assert read_space("") == {"learning_rate": [5e-5, 4e-5, 3e-5, 2e-5], "batch_size": [16, 32],
+                              "epochs": [2, 3, 4]} == PAPER_GRID
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[1, 2]", "expected a JSON object {setting: [values]}, not empty"),
+    ('{"dropout": [0.1]}', "'dropout' cannot be searched; expected some of learning_rate, "),
+    ('{"epochs": []}', "epochs: expected a non-empty list of int values, got []"),
+    ('{"batch_size": [16, 2.5]}', "batch_size: expected a non-empty list of int values"),
+    ('{"pooling": ["cls", 1]}', "pooling: expected a non-empty list of str values"),
+    ("{oops", "not a JSON file"),
+])
+def test_a_bad_space_file_is_one_line_naming_it(tmp_path, text, message):
+    path = tmp_path / "space.json"
+    path.write_text(text)
+    with pytest.raises(UserError, match=f"^--search-space {path}: .*") as raised:
+        read_space(str(path))
+    assert message in str(raised.value)
+    assert read_space(space_file(tmp_path, {"learning_rate": [1e-3, 5], "pooling": ["mean"]}))
+
+
+def test_search_flags_answer_before_tensorflow(tmp_path):
+    line = fails_without_tensorflow("finetune", "--search-space", "s.json")
+    assert line.endswith("--search-space s.json: only with --search TRIALS")
+    line = fails_without_tensorflow("finetune", "--search", "2", "--search-space",
+                                    str(tmp_path / "none.json"))
+    assert line.endswith(f"--search-space {tmp_path / 'none.json'}: no such file")
+
+
+def test_without_optuna_search_is_one_line(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
+    with pytest.raises(UserError, match=r"^--search needs Optuna: pip install "
+                                        r"'nlp_tutorials\[search\]' \(or pip install optuna\)$"):
+        import_optuna()
+
+
+def test_the_trials_hold_out_a_tenth_of_train_and_never_see_dev_or_test(mrpc_folder):
+    task = FinetuneConfig(data=str(mrpc_folder)).make_task(printer=None)
+    train = task.examples("train")
+    trial_task = held_out_task(task, 0.1, seed=3)
+    trial_train, held = trial_task.examples("train"), trial_task.examples("dev")
+    assert len(held) == 8 and len(trial_train) == 72 and trial_task.examples("test") == []
+    assert sorted(map(id, trial_train + held)) == sorted(map(id, train))  # a split of train
+    assert [p for p in train if p in held] == held  # in file order, drawn from all of train
+    assert held != train[-8:] and held_out_task(task, 0.1, seed=3).examples("dev") == held
+    assert not set(map(id, held + trial_train)) & set(map(id, task.examples("dev")))
+
+
+@pytest.mark.slow
+def test_search_keeps_every_trial_goes_on_after_ctrl_c_and_trains_the_best_on_all_of_train(
+        mrpc_folder, tmp_path, monkeypatch):
+    pytest.importorskip("optuna")
+    from nlp_tutorials.training import finetuning
+    from nlp_tutorials.training.finetuning import finetune
+
+    space = space_file(tmp_path, {"learning_rate": [1e-3, 1e-5], "epochs": [1, 2],
+                                  "batch_size": [16]})
+    output = tmp_path / "model"
+    real_once, calls = finetuning.finetune_once, []
+
+    def interrupted_at_the_third_trial(config, task, *args, **kwargs):
+        calls.append(config)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_once(config, task, *args, **kwargs)
+
+    monkeypatch.setattr(finetuning, "finetune_once", interrupted_at_the_third_trial)
+    with pytest.raises(Interrupted, match=r"^interrupted; 2 trial\(s\) kept in .*search.json: "
+                                          r"the same command goes on from them$"):
+        finetune(search_config(mrpc_folder, output, space, 3), printer=lambda *_: None)
+    kept = json.loads((output / "search.json").read_text())["trials"]
+    assert len(kept) == 2
+    monkeypatch.setattr(finetuning, "finetune_once", real_once)
+    printed = []
+    result = finetune(search_config(mrpc_folder, output, space, 3), printer=printed.append)
+    saved = json.loads((output / "search.json").read_text())
+    assert saved["trials"][:2] == kept and len(saved["trials"]) == 3  # one more trial, not three
+    assert saved["space"] == json.loads(open(space).read()) and saved["held_out_share"] == 0.1
+    for trial in saved["trials"]:
+        assert trial["settings"]["batch_size"] == 16 and trial["state"] == "complete"
+        assert len(trial["epoch_scores"]) == trial["settings"]["epochs"]
+        assert trial["score"] == max(trial["epoch_scores"])
+    best = max(saved["trials"], key=lambda t: t["score"])
+    results = json.loads((output / "results.json").read_text())
+    assert results["search"]["settings"] == best["settings"] == result_settings(results)
+    assert results["search"]["trials"] == 3 and results["search"]["pruned"] == 0
+    assert len(result["runs"]) == 1 and result["runs"][0]["dev"] is not None
+    assert sum(line.startswith("trial ") for line in printed) == 1  # the one new trial's line
+    assert any(line.startswith("chosen: ") for line in printed)
+
+
+def result_settings(results: dict) -> dict:
+    """The settings the final run used, as results.json's config records them."""
+    return {name: results["config"][name] for name in ("learning_rate", "epochs", "batch_size")}
+
+
+@pytest.mark.slow
+def test_a_trial_below_the_median_after_an_epoch_is_stopped(mrpc_folder, tmp_path,
+                                                             monkeypatch):
+    """Held-out scores scripted by learning rate over real runs: the third trial's first epoch
+    is worse than the first two trials' at that epoch, so it stops there."""
+    pytest.importorskip("optuna")
+    from nlp_tutorials.training import finetuning
+    from nlp_tutorials.training.finetuning import finetune
+
+    real_evaluate, rates = finetuning.evaluate, []
+    real_once = finetuning.finetune_once
+
+    def once_noting_its_rate(config, *args, **kwargs):
+        rates.append(config.learning_rate)
+        return real_once(config, *args, **kwargs)
+
+    def evaluate(head, task, examples, arrays, head_mask=None):
+        scores = real_evaluate(head, task, examples, arrays, head_mask)
+        return {**scores, "accuracy": {1e-3: 0.8, 1e-4: 0.7, 1e-5: 0.1}[rates[-1]]}
+
+    monkeypatch.setattr(finetuning, "evaluate", evaluate)
+    monkeypatch.setattr(finetuning, "finetune_once", once_noting_its_rate)
+    space = space_file(tmp_path, {"learning_rate": [1e-3, 1e-4, 1e-5], "epochs": [2]})
+    monkeypatch.setattr("optuna.samplers.GridSampler",
+                        lambda space, seed: FixedOrder([1e-3, 1e-4, 1e-5]))
+    shutil.rmtree(tmp_path / "model", ignore_errors=True)
+    finetune(search_config(mrpc_folder, tmp_path / "model", space, 3, batch_size=16),
+             printer=lambda *_: None)
+    trials = json.loads((tmp_path / "model" / "search.json").read_text())["trials"]
+    assert [(t["settings"]["learning_rate"], t["state"], len(t["epoch_scores"]))
+            for t in trials] == [(1e-3, "complete", 2), (1e-4, "complete", 2),
+                                 (1e-5, "pruned", 1)]
+
+
+class FixedOrder:
+    """A stand-in for Optuna's sampler that takes the learning rates in the order given (and the
+    first choice of anything else), so which trial comes last is known."""
+
+    def __init__(self, rates):
+        import optuna
+
+        self.rates, self.base = list(rates), optuna.samplers.RandomSampler(seed=0)
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def infer_relative_search_space(self, study, trial):
+        return {}
+
+    def sample_relative(self, study, trial, search_space):
+        return {}
+
+    def sample_independent(self, study, trial, name, distribution):
+        return self.rates[trial.number] if name == "learning_rate" else distribution.choices[0]
