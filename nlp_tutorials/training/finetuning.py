@@ -309,12 +309,13 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
+    output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     searched = {}
     if config.search:
         from nlp_tutorials.training.search import search_recipe
 
         config, searched["search"] = search_recipe(config, task, strategy, finetune_once,
-                                                   printer)
+                                                   output_dir, printer)
     runs = []
     kept = None  # (head, tokenizer, its dev score, its task)
     for seed in range(config.seed, config.seed + config.seeds):
@@ -332,7 +333,6 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     if summary:
         printer(f"{task.title} {scored} over {len(runs)} seed(s): "
                 f"{task.describe_mean_std(summary)}")
-    output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
     save_task(output_dir, kept[3])

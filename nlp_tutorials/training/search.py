@@ -87,13 +87,13 @@ def held_out_task(task, share: float, seed: int):
     return trial_task
 
 
-def search_recipe(config, task, strategy, train_once, printer=print) -> tuple:
-    """Run ``config.search`` trials (less those ``search.json`` holds already) on ``task``,
-    each one ``train_once`` (:func:`~nlp_tutorials.training.finetuning.finetune_once`); return
-    (``config`` with the best trial's settings, what results.json keeps of the search)."""
+def search_recipe(config, task, strategy, train_once, output_dir, printer=print) -> tuple:
+    """Run ``config.search`` trials (less those ``output_dir``/search.json holds already) on
+    ``task``, each one ``train_once`` (:func:`~nlp_tutorials.training.finetuning.finetune_once`);
+    return (``config`` with the best trial's settings, what results.json keeps of the search)."""
     optuna = import_optuna()
     space = read_space(config.search_space)
-    log = SearchLog(Path(config.output_dir) / SEARCH_FILE, space, config.seed)
+    log = SearchLog(Path(output_dir) / SEARCH_FILE, space, config.seed)
     study = optuna.create_study(direction="maximize",
                                 sampler=optuna.samplers.GridSampler(space, seed=config.seed),
                                 pruner=optuna.pruners.MedianPruner(n_startup_trials=2))
