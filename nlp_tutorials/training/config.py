@@ -140,6 +140,11 @@ def precision_setting():
                    choices=PRECISIONS)
 
 
+# BERT's optimizer settings, which pre-training and fine-tuning share (no flags).
+WARMUP_FRACTION = 0.1  # of the steps, the rate rising linearly to its peak
+WEIGHT_DECAY = 0.01
+
+
 @dataclasses.dataclass
 class TrainConfig(Settings):
     """One pre-training run. Sizes default to the tutorial's (256 / 4 layers / 4 heads).
@@ -160,8 +165,8 @@ class TrainConfig(Settings):
     batch_size: int = setting(16, "sequences per step", kind=positive_int)
     learning_rate: float = setting(5e-4, "peak AdamW learning rate, reached after 10% warm-up, "
                                          "then decayed linearly to 0", kind=positive_float)
-    warmup_fraction: float = checked(0.1, kind=probability)
-    weight_decay: float = checked(0.01, kind=non_negative_float)
+    warmup_fraction: float = checked(WARMUP_FRACTION, kind=probability)
+    weight_decay: float = checked(WEIGHT_DECAY, kind=non_negative_float)
     dim: int = setting(256, "model width", kind=positive_int)
     layers: int = setting(4, "Transformer layers", kind=positive_int)
     heads: int = setting(4, "attention heads; must divide --dim", kind=positive_int)
@@ -377,8 +382,8 @@ class FinetuneConfig(Settings):
                                   "vectors, as sentence-embedding models such as "
                                   "all-MiniLM-L6-v2 were trained)", choices=("cls", "mean"))
     # No flags: BERT's, set by a recipe search (--search-space) or from Python.
-    warmup_fraction: float = checked(0.1, kind=probability)
-    weight_decay: float = checked(0.01, kind=non_negative_float)
+    warmup_fraction: float = checked(WARMUP_FRACTION, kind=probability)
+    weight_decay: float = checked(WEIGHT_DECAY, kind=non_negative_float)
     search: int = setting(0, "choose the recipe first by this many trials, each trained on "
                              "train less a held-out tenth and scored on that tenth (never on "
                              "dev or test); the best then trains on all of train. Needs "

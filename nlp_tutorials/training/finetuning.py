@@ -266,11 +266,11 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
             return
         dev_scores = evaluate(head, task, dev.examples, dev.arrays)
         printer(f"{report}, dev {task.describe(dev_scores)}")
-        if task.selection_score(dev_scores) > best[0]:
-            best = (task.selection_score(dev_scores), [w.numpy() for w in head.weights],
-                    dev_scores, epoch)
+        score = task.selection_score(dev_scores)
+        if score > best[0]:
+            best = (score, [w.numpy() for w in head.weights], dev_scores, epoch)
         if after_epoch is not None:
-            after_epoch(epoch, task.selection_score(dev_scores))
+            after_epoch(epoch, score)
 
     train_epochs(head, train, config.epochs, config.batch_size, np.random.default_rng(seed),
                  strategy, end_of_epoch)

@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from nlp_tutorials.speed.kernels import AdamW
+from nlp_tutorials.training.config import WARMUP_FRACTION, WEIGHT_DECAY
 
 
 class Extension(NamedTuple):
@@ -124,8 +125,8 @@ class HeadsFirst(keras.optimizers.schedules.LearningRateSchedule):
         return cls(**config)
 
 
-def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.1,
-                   weight_decay: float = 0.01):
+def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = WARMUP_FRACTION,
+                   weight_decay: float = WEIGHT_DECAY):
     """AdamW as BERT (:func:`bert_adamw`), its rate warming up linearly to ``learning_rate``
     over ``warmup_fraction`` of ``steps``, then decaying linearly to 0 at ``steps``."""
     return bert_adamw(WarmupLinearDecay(learning_rate, int(warmup_fraction * steps), steps),
@@ -140,7 +141,7 @@ def make_optimizer(learning_rate: float, steps: int, warmup_fraction: float = 0.
 NOT_DECAYED = r"(^|/)(gamma|beta|bias)(:\d+)?$"
 
 
-def bert_adamw(schedule, weight_decay: float = 0.01):
+def bert_adamw(schedule, weight_decay: float = WEIGHT_DECAY):
     """AdamW as BERT, following ``schedule``: beta2 0.999, epsilon 1e-6, no weight decay on
     LayerNorm or biases."""
     optimizer = AdamW(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9,

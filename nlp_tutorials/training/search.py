@@ -6,9 +6,10 @@ run's seed) and is scored on that tenth, so dev keeps choosing the final run's e
 scored once, by the final run alone. The space is a grid of declared choices; Optuna's grid
 sampler takes its settings in a seeded random order, none twice (a repeat would cost a whole
 trial), and its median pruner stops a trial whose held-out score after an epoch is below the
-median of the trials before it at that epoch. Every trial goes to ``search.json`` as it ends, so a search
-killed or stopped with Ctrl-C goes on from the trials it has when run again. The best trial's
-settings then fine-tune on the whole of train (:func:`nlp_tutorials.training.finetuning.finetune`).
+median of the trials before it at that epoch. Every trial goes to ``search.json`` as it ends,
+so a search killed or stopped with Ctrl-C goes on from the trials it has when run again. The
+best trial's settings then fine-tune on the whole of train
+(:func:`nlp_tutorials.training.finetuning.finetune`).
 
 Why Optuna rather than KerasTuner: docs/tasks.md ("Searching the recipe").
 """
@@ -22,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.files import read_json_object, write_text_atomic
 from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.training.distribute import check_batch_size
 
 SEARCH_FILE = "search.json"
 HELD_OUT_SHARE = 0.1  # of train, held out to score the trials
@@ -56,7 +58,7 @@ def read_space(path: str) -> dict:
         space = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: bad JSON or UTF-8
         raise UserError(f"{where}: not a JSON file ({err})") from None
     if not isinstance(space, dict) or not space:
         raise UserError(f"{where}: expected a JSON object {{setting: [values]}}, not empty")
@@ -93,6 +95,8 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
     return (``config`` with the best trial's settings, what results.json keeps of the search)."""
     optuna = import_optuna()
     space = read_space(config.search_space)
+    for batch_size in space.get("batch_size", ()):  # each must split across the replicas
+        check_batch_size(batch_size, strategy)
     log = SearchLog(Path(output_dir) / SEARCH_FILE, space, config.seed)
     study = optuna.create_study(direction="maximize",
                                 sampler=optuna.samplers.GridSampler(space, seed=config.seed),
@@ -170,7 +174,7 @@ class SearchLog:
                                       "held_out_share": HELD_OUT_SHARE}
         self.trials = []
         if path.is_file():
-            saved = json.loads(path.read_text(encoding="utf-8"))
+            saved = read_json_object(path)
             if {key: saved.get(key) for key in self.head} != self.head:
                 raise UserError(f"{path} holds a search of another space or seed; remove it, "
                                 f"or choose another --output-dir")
@@ -202,17 +206,17 @@ def chosen(config, log: SearchLog, printer) -> tuple:
     return dataclasses.replace(config, **best["settings"]), summary
 
 
-def shown(value) -> str:
+def setting_text(value) -> str:
     """A setting's value as the lines show it: 3e-05 rather than 3.0000000000000004e-05."""
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def describe_settings(settings: dict) -> str:
-    return ", ".join(f"{name} {shown(value)}" for name, value in settings.items())
+    return ", ".join(f"{name} {setting_text(value)}" for name, value in settings.items())
 
 
 def describe_space(space: dict) -> str:
-    return "; ".join(f"{name} {', '.join(shown(v) for v in values)}"
+    return "; ".join(f"{name} {', '.join(setting_text(v) for v in values)}"
                      for name, values in space.items())
 
 

@@ -10,7 +10,7 @@ from nlp_tutorials.system.outputs import Interrupted
 from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR
 from nlp_tutorials.training.config import FinetuneConfig
 from nlp_tutorials.training.search import PAPER_GRID, held_out_task, import_optuna, read_space
-from support import REPOSITORY, fails_without_tensorflow
+from support import REPOSITORY, fails_without_tensorflow, run_main
 
 TINY_BERT = REPOSITORY / "tests" / "fixtures" / "bert_tiny_hf"
 
@@ -62,9 +62,12 @@ def test_a_bad_space_file_is_one_line_naming_it(tmp_path, text, message):
 def test_search_flags_answer_before_tensorflow(tmp_path):
     line = fails_without_tensorflow("finetune", "--search-space", "s.json")
     assert line.endswith("--search-space s.json: only with --search TRIALS")
-    line = fails_without_tensorflow("finetune", "--search", "2", "--search-space",
-                                    str(tmp_path / "none.json"))
-    assert line.endswith(f"--search-space {tmp_path / 'none.json'}: no such file")
+    # The same checks before the run: in this process.
+    result = run_main("bert", "finetune", "--search", "2", "--search-space",
+                      str(tmp_path / "none.json"))
+    assert result.returncode == 2 and result.stderr == (
+        f"python -m nlp_tutorials.bert finetune: error: --search-space "
+        f"{tmp_path / 'none.json'}: no such file\n")
 
 
 def test_without_optuna_search_is_one_line(monkeypatch):
