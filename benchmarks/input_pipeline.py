@@ -33,7 +33,8 @@ from corpus_memory import write_corpus  # noqa: E402
 from nlp_tutorials.training import distribute  # noqa: E402
 from nlp_tutorials.training.config import TrainConfig  # noqa: E402
 from nlp_tutorials.sources.corpus import corpus_files, learn_tokenizer  # noqa: E402
-from nlp_tutorials.sources.shards import ShardData, prepare_shards  # noqa: E402
+from nlp_tutorials.sources.shard_batches import ShardData  # noqa: E402
+from nlp_tutorials.sources.shards import prepare_shards  # noqa: E402
 from nlp_tutorials.training.pretraining import build_training_state, training_batches  # noqa: E402
 
 

@@ -34,7 +34,7 @@ def main():
     distribute.set_precision(args.precision)
 
     from nlp_tutorials.training.config import TrainConfig
-    from nlp_tutorials.sources.mrpc import PretrainingData
+    from nlp_tutorials.sources.mrpc import MrpcPretrainingData
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.text.packing import longest_pair_length
     from nlp_tutorials.text.tokenization import WordTokenizer
@@ -49,7 +49,7 @@ def main():
     with strategy.scope():
         model = build_model(config.model_config(tokenizer.vocab_size, max_len), config.seed)
         model.compile(optimizer=make_optimizer(config.learning_rate, 1000))
-    data = PretrainingData(tokenizer, pairs, max_len=max_len, seed=config.seed)
+    data = MrpcPretrainingData(tokenizer, pairs, max_len=max_len, seed=config.seed)
     batches = iter(data.dataset(config.batch_size).map(trim_padding))
     first = next(batches)
     step = distribute.compiled_step(strategy, model, first)

@@ -34,7 +34,7 @@ import tensorflow as tf  # noqa: E402
 
 from nlp_tutorials.bert import BERT  # noqa: E402
 from nlp_tutorials.models.config import ModelConfig  # noqa: E402
-from nlp_tutorials.sources.mrpc import PretrainingData  # noqa: E402
+from nlp_tutorials.sources.mrpc import MrpcPretrainingData  # noqa: E402
 from nlp_tutorials.text.masking import default_max_predictions
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.tokenization import WordTokenizer  # noqa: E402
@@ -121,7 +121,7 @@ def pipeline_rate(batch_size=16, batches=200):
     """Batches/s of the real MRPC pre-training pipeline (masking included), alone."""
     train = load_mrpc("train")
     tokenizer = WordTokenizer.build([s for p in train for s in (p.s1, p.s2)])
-    data = PretrainingData(tokenizer, train, seed=1).dataset(batch_size)
+    data = MrpcPretrainingData(tokenizer, train, seed=1).dataset(batch_size)
     iterator = iter(data)
     next(iterator)
     start = time.perf_counter()

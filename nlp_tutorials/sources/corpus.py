@@ -14,18 +14,20 @@ pool a document is drawn from (a local shuffle of document order) and the pool N
 come from. A document longer than :data:`DOCUMENT_PIECE_LINES` lines is cut into pieces of that
 many lines, each then treated as a document, so one endless document cannot fill the memory.
 
-Everything here is plain Python and numpy (TensorFlow only holds the finished batches, in
+:class:`CorpusText` is the corpus as a run's text (``train --corpus``). Everything here is
+plain Python and numpy (TensorFlow only holds the finished batches, in
 :meth:`CorpusData.batches`); :mod:`nlp_tutorials.sources.shards` writes the same pairs to TFRecord
 files once, so training need not tokenize again.
 """
+import dataclasses
 import glob
 import itertools
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from nlp_tutorials.sources.source import PretrainingText, TextSettings
 from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.system.errors import UserError
@@ -79,7 +81,7 @@ def read_lines(path: Path):
         raise UserError(f"{path}: cannot read ({err.strerror})") from None
 
 
-@dataclass
+@dataclasses.dataclass
 class CorpusCounts:
     """What one pass over the corpus met; ``split_lines`` counts lines longer than a segment."""
     documents: int = 0
@@ -347,7 +349,8 @@ class CorpusData:
             self.printer(f"corpus epoch 0: {batches} batches; {counts.summary()}")
 
     def pack_batch(self, group, rng, masked: bool) -> dict:
-        """A batch from (first, second, label) pairs; see :meth:`PretrainingData.epoch`."""
+        """A batch from (first, second, label) pairs; see
+        :meth:`~nlp_tutorials.sources.mrpc.MrpcPretrainingData.epoch`."""
         ids_a, len_a = pad_ragged([first for first, _, _ in group])
         ids_b, len_b = pad_ragged([second for _, second, _ in group])
         input_ids, token_type_ids = self.tokenizer.pack(ids_a, len_a, ids_b, len_b,
@@ -379,3 +382,29 @@ class CorpusData:
         for batch in itertools.islice(every_epoch, start, None):
             yield trim_padding({name: tf.constant(value) for name, value in batch.items()},
                                length_multiple, pad_id=self.tokenizer.pad_id)
+
+
+class CorpusText(PretrainingText):
+    """A text corpus (``--corpus``), streamed: a tokenizer learned from its start, max_len 128
+    unless given."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+
+    def new_tokenizer(self, settings: TextSettings):
+        """One learned from the corpus' first ``tokenizer_sample_mb`` MB (bounded work and
+        memory)."""
+        max_len = settings.max_len or DEFAULT_MAX_LEN
+        check_max_len(max_len)
+        tokenizer = learn_tokenizer(settings.tokenizer, settings.vocab_size,
+                                    corpus_files(self.pattern), settings.tokenizer_sample_mb)
+        return tokenizer, dataclasses.replace(settings, max_len=max_len)
+
+    def default_max_len(self, tokenizer) -> int:
+        return DEFAULT_MAX_LEN
+
+    def source(self, settings: TextSettings, tokenizer, worker: tuple = (1, 0),
+               printer=print) -> CorpusData:
+        """Every process reads the whole corpus (``worker`` is not read)."""
+        return CorpusData(self.pattern, tokenizer, max_len=settings.max_len, seed=settings.seed,
+                          whole_word_mask=settings.whole_word_mask, printer=printer)

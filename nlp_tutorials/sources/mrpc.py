@@ -1,21 +1,34 @@
-"""Pre-training examples (masked LM + next sentence) from MRPC's sentence pairs.
+"""Pre-training on MRPC's sentence pairs: the text (:class:`MrpcText`) and its examples,
+masked LM + next sentence (:class:`MrpcPretrainingData`).
 
-Numpy epoch by epoch; TensorFlow only in :meth:`PretrainingData.dataset` and
-:meth:`PretrainingData.batches` (what the training loop reads, as from every source:
+Numpy epoch by epoch; TensorFlow only in :meth:`MrpcPretrainingData.dataset` and
+:meth:`MrpcPretrainingData.batches` (what the training loop reads, as from every source:
 :class:`~nlp_tutorials.sources.source.PretrainingSource`).
 """
+import dataclasses
 import itertools
 
 import numpy as np
 
-from nlp_tutorials.sources.source import trimmed_batches
+from nlp_tutorials.sources.source import (
+    PretrainingText,
+    TextSettings,
+    build_tokenizer,
+    refuse_vocab_size_without_wordpiece,
+    trimmed_batches,
+)
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer, num_to_mask
 from nlp_tutorials.text.nsp import check_nsp_mode, nsp_pairing
-from nlp_tutorials.text.packing import id_matrices, longest_tokenized_pair, pair_tokens
+from nlp_tutorials.text.packing import (
+    id_matrices,
+    longest_pair_length,
+    longest_tokenized_pair,
+    pair_tokens,
+)
 
 
-class PretrainingData:
+class MrpcPretrainingData:
     """BERT pre-training examples (masked LM + next sentence) from MRPC pairs, epoch by epoch.
 
     Sentences are tokenized once here; each epoch then pairs, packs, masks and shuffles them
@@ -144,3 +157,32 @@ class PretrainingData:
         :meth:`~nlp_tutorials.sources.source.PretrainingSource.batches`."""
         return trimmed_batches(self.dataset(batch_size, masked).skip(start),
                                self.tokenizer.pad_id, length_multiple)
+
+
+class MrpcText(PretrainingText):
+    """MRPC's train pairs (``train_pairs``, read once by the caller: ``tasks/`` sits above this
+    folder): the tokenizer's text, the default max_len (the longest pair), and the
+    pre-training pairs."""
+
+    def __init__(self, train_pairs):
+        self.train_pairs = train_pairs
+
+    def new_tokenizer(self, settings: TextSettings):
+        """A tokenizer whose vocabulary comes from the TRAIN split only, so test words stay
+        unknown; max_len the longest pair unless given."""
+        refuse_vocab_size_without_wordpiece(settings)
+        tokenizer = build_tokenizer(settings.tokenizer, settings.vocab_size,
+                                    [s for p in self.train_pairs for s in (p.s1, p.s2)])
+        if not settings.max_len:
+            settings = dataclasses.replace(settings, max_len=self.default_max_len(tokenizer))
+        return tokenizer, settings
+
+    def default_max_len(self, tokenizer) -> int:
+        return longest_pair_length(tokenizer, self.train_pairs)
+
+    def source(self, settings: TextSettings, tokenizer, worker: tuple = (1, 0),
+               printer=print) -> MrpcPretrainingData:
+        """Every process feeds the whole batch from all the pairs (``worker`` is not read)."""
+        return MrpcPretrainingData(tokenizer, self.train_pairs, max_len=settings.max_len,
+                                   nsp_mode=settings.nsp_mode, seed=settings.seed,
+                                   whole_word_mask=settings.whole_word_mask)

@@ -1,15 +1,28 @@
-"""What every pre-training source offers the training loop: the same three things.
+"""What a pre-training run learns from: a text (:class:`PretrainingText`), and the batches it
+gives (:class:`PretrainingSource`).
 
-:class:`~nlp_tutorials.sources.mrpc.PretrainingData` (MRPC's pairs),
-:class:`~nlp_tutorials.sources.corpus.CorpusData` (a text corpus, streamed) and
-:class:`~nlp_tutorials.sources.shards.ShardData` (a corpus written once to TFRecord shards)
-each answer :class:`PretrainingSource`, so the loop (:mod:`nlp_tutorials.training.loop`) reads
-any of them the same way and never asks which one it has.
+A new kind of pre-training text is one subclass of :class:`PretrainingText`: it makes (or
+checks) the run's tokenizer, settles the lengths it needs, and gives a source of batches. Three
+come with the package: :class:`~nlp_tutorials.sources.mrpc.MrpcText` (MRPC's train pairs),
+:class:`~nlp_tutorials.sources.corpus.CorpusText` (a text corpus, streamed) and
+:class:`~nlp_tutorials.sources.shard_batches.ShardText` (a corpus written once to TFRecord
+shards). Their batch sources (:class:`~nlp_tutorials.sources.mrpc.MrpcPretrainingData`,
+:class:`~nlp_tutorials.sources.corpus.CorpusData`,
+:class:`~nlp_tutorials.sources.shard_batches.ShardData`) each answer :class:`PretrainingSource`,
+so the loop (:mod:`nlp_tutorials.training.loop`) reads any of them the same way and never asks
+which one it has.
+
+A text sees the run's settings as :class:`TextSettings`, plain values, so this folder needs
+nothing from ``training/``, which sits above it.
 """
+import abc
+import dataclasses
 import functools
 from typing import Iterator, Protocol
 
+from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.packing import trim_padding
+from nlp_tutorials.text.tokenization import WordPieceTokenizer, WordTokenizer
 
 
 class PretrainingSource(Protocol):
@@ -35,6 +48,81 @@ class PretrainingSource(Protocol):
 
     def describe_epoch(self, batch_size: int) -> str:
         """How long an epoch is, as far as known before it runs: "N steps per epoch"."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSettings:
+    """The run's settings a pre-training text reads or settles (the fields of the same names
+    in :class:`~nlp_tutorials.training.config.TrainConfig`, where their defaults live).
+
+    ``tokenizer`` ("word" or "wordpiece"), ``vocab_size`` and ``tokenizer_sample_mb`` say how
+    a new run's tokenizer is made; ``max_len`` is 0 until the text settles it; ``given``
+    names the settings the user set explicitly, which a text may refuse or must keep.
+    """
+
+    tokenizer: str
+    vocab_size: int
+    tokenizer_sample_mb: int
+    max_len: int
+    nsp_mode: str
+    seed: int
+    whole_word_mask: bool
+    given: frozenset
+
+
+class PretrainingText(abc.ABC):
+    """What a pre-training run learns from: one subclass per kind of text.
+
+    The run asks it, in order: a tokenizer (:meth:`new_tokenizer` for a new run; a resumed run
+    or one from a checkpoint has its own, which :meth:`check_tokenizer` may refuse), the
+    default ``max_len`` beside a checkpoint's tokenizer (:meth:`default_max_len`), the settings
+    the text fixes (:meth:`settle`), then the batches (:meth:`source`).
+    """
+
+    # MRPC's train pairs when the text has read them (the test score's baseline reuses them).
+    train_pairs = None
+
+    @abc.abstractmethod
+    def new_tokenizer(self, settings: TextSettings):
+        """(tokenizer, ``settings`` with ``max_len``, and the tokenizer's kind and size if the
+        text decides them, settled) of a new run."""
+
+    @abc.abstractmethod
+    def default_max_len(self, tokenizer) -> int:
+        """The ``max_len`` of a run that gives none, with ``tokenizer``."""
+
+    def settle(self, settings: TextSettings) -> TextSettings:
+        """``settings`` with what the text fixes whatever the tokenizer (a run from a checkpoint
+        asks this before the checkpoint settles the rest); by default nothing."""
+        return settings
+
+    def check_tokenizer(self, tokenizer, model_dir) -> None:
+        """Refuse in one line a tokenizer (the one in ``model_dir``) the text cannot be read
+        with; by default any tokenizer reads it."""
+
+    @abc.abstractmethod
+    def source(self, settings: TextSettings, tokenizer, worker: tuple = (1, 0),
+               printer=print) -> PretrainingSource:
+        """The run's batches, read with ``tokenizer``. ``worker`` is (input pipelines, this
+        one's index): under ``--strategy multiworker`` a text may give each worker its own
+        share (as shards do); ``printer`` takes what the source reports as it reads."""
+
+
+def refuse_vocab_size_without_wordpiece(settings: TextSettings) -> None:
+    """Only a WordPiece tokenizer has a vocabulary size to choose."""
+    if "vocab_size" in settings.given and settings.tokenizer != "wordpiece":
+        raise UserError(f"--vocab-size {settings.vocab_size}: only --tokenizer wordpiece "
+                        f"has a vocabulary size to choose")
+
+
+def build_tokenizer(kind: str, vocab_size: int, texts):
+    """A new ``kind`` ("word" or "wordpiece") tokenizer, its vocabulary learned from ``texts``
+    (WordPiece: at most ``vocab_size`` tokens)."""
+    if kind == "word":
+        return WordTokenizer.build(texts)
+    if kind == "wordpiece":
+        return WordPieceTokenizer.train(texts, vocab_size)
+    raise UserError(f"tokenizer {kind!r}: expected 'word' or 'wordpiece'")
 
 
 def trimmed_batches(dataset, pad_id: int, length_multiple: int = 1) -> Iterator[dict]:

@@ -101,13 +101,6 @@ def check_text(value, field: str, source, choices=None) -> str:
     return value
 
 
-def check_boolean(value, field: str, source) -> bool:
-    """``value`` if it is ``true`` or ``false``."""
-    if not isinstance(value, bool):
-        raise refuse(source, field, value, "true or false")
-    return value
-
-
 def required(values: dict, name: str, source, expected: str):
     """``values[name]``; a one-line error naming ``source`` when the field is missing."""
     if name not in values:

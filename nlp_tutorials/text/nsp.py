@@ -45,12 +45,3 @@ def nsp_pairing(num_pairs: int, mode: str, rng, labels=None):
     other = (own + rng.integers(1, num_pairs, size=num_pairs)) % num_pairs
     return np.where(not_next, other, own), np.where(not_next, NOT_NEXT, IS_NEXT).astype(np.int32)
 
-
-def nsp_examples(sentence_pairs_tokens, mode: str, rng, labels=None):
-    """Next-sentence examples from (first, second) sentence pairs; see :func:`nsp_pairing`.
-
-    Returns (first sentences, second sentences, nsp_labels [n] int32).
-    """
-    second, nsp_labels = nsp_pairing(len(sentence_pairs_tokens), mode, rng, labels)
-    first = [a for a, _ in sentence_pairs_tokens]
-    return first, [sentence_pairs_tokens[i][1] for i in second], nsp_labels

@@ -1,15 +1,18 @@
 """Pre-training a GPT or BERT: settling the run, its text, its model, and the test score.
 
-One tensor's way: :func:`pretrain` settles the run (:func:`settle_run`; :func:`run_text` says
-what it learns from: MRPC's pairs, a corpus or shards), builds the model and its optimizer
+One tensor's way: :func:`pretrain` settles the run (:func:`settle_run`) with its text (a
+:class:`~nlp_tutorials.sources.source.PretrainingText`, given or picked by :func:`run_text`:
+MRPC's pairs, a corpus or shards), builds the model and its optimizer
 (:func:`build_training_state`), writes the run's settings once all of that has passed
 (:func:`save_run`), and feeds the text's batches
 (:class:`~nlp_tutorials.sources.source.PretrainingSource`) to the training loop
 (:func:`~nlp_tutorials.training.loop.train_steps`, once per phase: :func:`train_in_phases`),
 which runs the model's compiled ``step()``, reports to
 :class:`~nlp_tutorials.training.loop.Progress` and saves checkpoints. It hands back the trained
-model, which :func:`evaluate` has scored on the MRPC test split. The optimizer and schedule
-are in :mod:`nlp_tutorials.training.optimization`, checkpoints in :mod:`nlp_tutorials.training.checkpoints`.
+model, which :func:`~nlp_tutorials.training.pretraining_evaluation.evaluate` has scored on
+the MRPC test split. The optimizer and schedule are in
+:mod:`nlp_tutorials.training.optimization`, checkpoints in
+:mod:`nlp_tutorials.training.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
 ``config.json`` (model), ``train_config.json`` (run), ``vocab.txt`` + ``tokenizer_config.json``,
@@ -23,15 +26,22 @@ in one line and passed over).
 """
 import contextlib
 import dataclasses
-import functools
 import json
-import math
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.sources.corpus import CorpusText
+from nlp_tutorials.sources.mrpc import MrpcText
+from nlp_tutorials.sources.shard_batches import ShardText
+from nlp_tutorials.sources.source import PretrainingSource, PretrainingText, TextSettings
+from nlp_tutorials.system.errors import UserError, first_line
+from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.text.tokenization import load_tokenizer
 from nlp_tutorials.training import continued
 from nlp_tutorials.training import distribute
 from nlp_tutorials.training.checkpoints import (
@@ -43,21 +53,10 @@ from nlp_tutorials.training.checkpoints import (
     restore_checkpoint,
     training_checkpoint,
 )
-from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.training.config import TrainConfig, read_saved_settings
 from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
-from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as DEFAULT_CORPUS_MAX_LEN
-from nlp_tutorials.sources.corpus import CorpusData, check_max_len as check_corpus_max_len
-from nlp_tutorials.sources.corpus import corpus_files, learn_tokenizer
-from nlp_tutorials.sources.mrpc import PretrainingData
-from nlp_tutorials.tasks.mrpc import load_mrpc
-from nlp_tutorials.text.packing import longest_pair_length, trim_padding
-from nlp_tutorials.system.errors import UserError, first_line
-from nlp_tutorials.system.files import read_json_object, write_text_atomic
-from nlp_tutorials.system.outputs import Interrupted
 from nlp_tutorials.training.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
-from nlp_tutorials.sources.shards import ShardData, check_same_tokenizer, read_description
-from nlp_tutorials.text.tokenization import WordPieceTokenizer, WordTokenizer, load_tokenizer
+from nlp_tutorials.training.pretraining_evaluation import describe_predictions, evaluate
 
 TRAIN_CONFIG_NAME = "train_config.json"
 # Under --jit, batch lengths are rounded up to a multiple of this: XLA compiles each distinct
@@ -65,29 +64,19 @@ TRAIN_CONFIG_NAME = "train_config.json"
 JIT_LENGTH_MULTIPLE = 16
 
 
-def prepare_run(config: TrainConfig, given: set, resume: bool):
-    """Settle the run's config, tokenizer and model config (:func:`settle_run`), saving them
-    into ``model_dir`` (:func:`save_run`) unless it resumes one saved there.
-
-    Returns (config, tokenizer, model_config, the run's text: :func:`run_text`).
-    """
-    settled = settle_run(config, given, resume)
-    if not resume:
-        save_run(*settled[:3])
-    return settled
-
-
-def settle_run(config: TrainConfig, given: set, resume: bool):
+def settle_run(config: TrainConfig, given: set, resume: bool, text=None):
     """The run's config, tokenizer and model config, and its text; nothing is written.
 
     ``given`` names the TrainConfig fields the user set explicitly; on ``--resume`` those must
-    agree with the saved run (the rest are taken from it).
-    Returns (config, tokenizer, model_config, the run's text: :func:`run_text`).
+    agree with the saved run (the rest are taken from it). ``text``: what the run learns from
+    (a :class:`~nlp_tutorials.sources.source.PretrainingText`), by default the one ``config``
+    names (:func:`run_text`).
+    Returns (config, tokenizer, model_config, text).
     """
     model_dir = Path(config.model_dir)
     if resume:
         config = resumed_config(config, given, model_dir)
-        text = run_text(config)
+        text = text or run_text(config)
         tokenizer = load_tokenizer(model_dir)
         model_config = ModelConfig.load(model_dir)
         text.check_tokenizer(tokenizer, model_dir)
@@ -95,11 +84,12 @@ def settle_run(config: TrainConfig, given: set, resume: bool):
     if holds_checkpoint(model_dir):
         raise UserError(f"{model_dir} already holds a checkpoint: pass --resume to continue "
                         f"it, or choose another --model-dir")
-    text = run_text(config)
+    text = text or run_text(config)
     if config.init_from:
         config, tokenizer, model_config = checkpoint_text_run(config, given, text)
     else:
-        tokenizer, config = text.new_tokenizer(config, given)
+        tokenizer, settings = text.new_tokenizer(text_settings(config, given))
+        config = with_text_settings(config, settings)
         model_config = config.model_config(tokenizer.vocab_size, config.max_len)
     return config, tokenizer, model_config, text
 
@@ -114,148 +104,41 @@ def save_run(config: TrainConfig, tokenizer, model_config: ModelConfig) -> None:
                       json.dumps(dataclasses.asdict(config), indent=2) + "\n")
 
 
-def run_text(config: TrainConfig):
-    """What the run learns from: :class:`CorpusText` (--corpus), :class:`ShardText` (--data)
-    or :class:`MrpcText`. The one place that asks; the rest of the run asks the answer."""
+def run_text(config: TrainConfig) -> PretrainingText:
+    """What the run learns from when the caller names none: :class:`~nlp_tutorials.sources.
+    corpus.CorpusText` (--corpus), :class:`~nlp_tutorials.sources.shard_batches.ShardText`
+    (--data) or :class:`~nlp_tutorials.sources.mrpc.MrpcText`. The one place that asks; the
+    rest of the run asks the answer."""
     if config.corpus:
         return CorpusText(config.corpus)
     if config.data:
         return ShardText(config.data)
-    return MrpcText()
+    return MrpcText(load_mrpc("train"))
 
 
-class MrpcText:
-    """MRPC's train pairs, read from disk once here (``train_pairs``): the tokenizer's text,
-    the default max_len (the longest pair), and the pre-training pairs."""
-
-    def __init__(self):
-        self.train_pairs = load_mrpc("train")
-
-    def new_tokenizer(self, config: TrainConfig, given: set):
-        """(tokenizer, config with max_len settled) of a new run; the vocabulary comes from the
-        TRAIN split only, so test words stay unknown."""
-        refuse_vocab_size_without_wordpiece(config, given)
-        tokenizer = build_tokenizer(config, [s for p in self.train_pairs for s in (p.s1, p.s2)])
-        if not config.max_len:
-            config = dataclasses.replace(config, max_len=self.default_max_len(tokenizer))
-        return tokenizer, config
-
-    def default_max_len(self, tokenizer) -> int:
-        return longest_pair_length(tokenizer, self.train_pairs)
-
-    def settle(self, config: TrainConfig, given: set) -> TrainConfig:
-        return config
-
-    def check_tokenizer(self, tokenizer, model_dir) -> None:
-        """Any tokenizer reads MRPC's text."""
-
-    def source(self, config: TrainConfig, tokenizer, printer=print) -> PretrainingData:
-        return PretrainingData(tokenizer, self.train_pairs, max_len=config.max_len,
-                               nsp_mode=config.nsp_mode, seed=config.seed,
-                               whole_word_mask=config.whole_word_mask)
+def text_settings(config: TrainConfig, given: set) -> TextSettings:
+    """The run's settings a text reads, as plain values."""
+    values = {field.name: getattr(config, field.name)
+              for field in dataclasses.fields(TextSettings) if field.name != "given"}
+    return TextSettings(**values, given=frozenset(given))
 
 
-class CorpusText:
-    """A text corpus (--corpus), streamed: a tokenizer learned from its start, max_len 128."""
-
-    train_pairs = None
-
-    def __init__(self, pattern: str):
-        self.pattern = pattern
-
-    def new_tokenizer(self, config: TrainConfig, given: set):
-        """One learned from the corpus' first ``tokenizer_sample_mb`` MB (bounded work and
-        memory), and max_len 128 unless given."""
-        max_len = config.max_len or DEFAULT_CORPUS_MAX_LEN
-        check_corpus_max_len(max_len)
-        tokenizer = learn_tokenizer(config.tokenizer, config.vocab_size,
-                                    corpus_files(self.pattern), config.tokenizer_sample_mb)
-        return tokenizer, dataclasses.replace(config, max_len=max_len)
-
-    def default_max_len(self, tokenizer) -> int:
-        return DEFAULT_CORPUS_MAX_LEN
-
-    def settle(self, config: TrainConfig, given: set) -> TrainConfig:
-        return config
-
-    def check_tokenizer(self, tokenizer, model_dir) -> None:
-        """The corpus is tokenized as it is read, by whichever tokenizer the run has."""
-
-    def source(self, config: TrainConfig, tokenizer, printer=print) -> CorpusData:
-        return CorpusData(self.pattern, tokenizer, max_len=config.max_len, seed=config.seed,
-                          whole_word_mask=config.whole_word_mask, printer=printer)
+def with_text_settings(config: TrainConfig, settings: TextSettings) -> TrainConfig:
+    """``config`` with what the text settled (its max_len, and the tokenizer's kind and size
+    when the text fixes them)."""
+    return dataclasses.replace(config, tokenizer=settings.tokenizer,
+                               vocab_size=settings.vocab_size, max_len=settings.max_len)
 
 
-class ShardText:
-    """Shards ``prepare`` wrote (--data): their tokenizer and max_len are fixed, and under
-    --strategy multiworker each worker reads its own shards."""
-
-    train_pairs = None
-
-    def __init__(self, directory: str):
-        self.directory = directory
-
-    def new_tokenizer(self, config: TrainConfig, given: set):
-        """The tokenizer the shards were written with, and their max_len."""
-        refuse_vocab_size_without_wordpiece(config, given)
-        fixed = sorted({"tokenizer", "vocab_size", "tokenizer_sample_mb"} & given)
-        if fixed:
-            raise UserError(f"--{fixed[0].replace('_', '-')}: with --data the tokenizer is the "
-                            f"one the shards were written with (set it at `prepare`)")
-        max_len = self.max_len(config, given)
-        tokenizer = load_tokenizer(self.directory)
-        kind = "word" if isinstance(tokenizer, WordTokenizer) else "wordpiece"
-        return tokenizer, dataclasses.replace(config, max_len=max_len, tokenizer=kind,
-                                              vocab_size=tokenizer.vocab_size)
-
-    def max_len(self, config: TrainConfig, given: set) -> int:
-        """The max_len the shards were written for; a different --max-len is refused."""
-        max_len = read_description(self.directory)["max_len"]
-        if "max_len" in given and config.max_len != max_len:
-            raise UserError(f"--max-len {config.max_len}: the shards in {self.directory} were "
-                            f"written for --max-len {max_len}; drop the flag or prepare again")
-        return max_len
-
-    def default_max_len(self, tokenizer) -> int:
-        return read_description(self.directory)["max_len"]
-
-    def settle(self, config: TrainConfig, given: set) -> TrainConfig:
-        """The config with the shards' max_len: their sequences have their length already."""
-        return dataclasses.replace(config, max_len=self.max_len(config, given))
-
-    def check_tokenizer(self, tokenizer, model_dir) -> None:
-        """The shards' ids must mean the model's tokens."""
-        check_same_tokenizer(self.directory, tokenizer, model_dir)
-
-    def source(self, config: TrainConfig, tokenizer, printer=print) -> ShardData:
-        return ShardData(self.directory, tokenizer, seed=config.seed,
-                         whole_word_mask=config.whole_word_mask,
-                         worker=distribute.input_pipeline(config.strategy))
-
-
-def refuse_vocab_size_without_wordpiece(config: TrainConfig, given: set) -> None:
-    if "vocab_size" in given and config.tokenizer != "wordpiece":
-        raise UserError(f"--vocab-size {config.vocab_size}: only --tokenizer wordpiece "
-                        f"has a vocabulary size to choose")
-
-
-def checkpoint_text_run(config: TrainConfig, given: set, text):
+def checkpoint_text_run(config: TrainConfig, given: set, text: PretrainingText):
     """(config, tokenizer, model config) of continued pre-training (``--init-from``) on
     MRPC, a corpus or shards: the checkpoint settles the model and tokenizer
     (:func:`~nlp_tutorials.training.continued.checkpoint_run`), the text the default max_len."""
-    config, tokenizer, model_config = continued.checkpoint_run(
-        text.settle(config, given), given, text.default_max_len)
+    settled = with_text_settings(config, text.settle(text_settings(config, given)))
+    config, tokenizer, model_config = continued.checkpoint_run(settled, given,
+                                                               text.default_max_len)
     text.check_tokenizer(tokenizer, config.init_from)
     return config, tokenizer, model_config
-
-
-def build_tokenizer(config: TrainConfig, texts):
-    """The run's tokenizer, its vocabulary learned from ``texts``."""
-    if config.tokenizer == "word":
-        return WordTokenizer.build(texts)
-    if config.tokenizer == "wordpiece":
-        return WordPieceTokenizer.train(texts, config.vocab_size)
-    raise UserError(f"tokenizer {config.tokenizer!r}: expected 'word' or 'wordpiece'")
 
 
 def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainConfig:
@@ -360,8 +243,12 @@ class PretrainedRun:
 
 
 def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False,
-             printer=print) -> PretrainedRun:
-    """Pre-train a GPT or BERT on MRPC train; return it with its test-split evaluation.
+             printer=print, text: PretrainingText | None = None) -> PretrainedRun:
+    """Pre-train a GPT or BERT on ``text``; return it with its MRPC test-split evaluation.
+
+    ``text`` (a :class:`~nlp_tutorials.sources.source.PretrainingText`) is what the run learns
+    from; by default the one ``config`` names: MRPC train, ``corpus`` or ``data``
+    (:func:`run_text`). A resumed run must be given the text it started with.
 
     Everything is checked before anything is written into ``model_dir`` (a refused run leaves
     no file of its own). Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on
@@ -374,7 +261,7 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     config = dataclasses.replace(
         config, model_dir=str(distribute.worker_dir(config.model_dir, config.strategy)))
     steps_asked = config.steps
-    config, tokenizer, model_config, text = settle_run(config, given, resume)
+    config, tokenizer, model_config, text = settle_run(config, given, resume, text)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
     if config.jit:
@@ -461,11 +348,13 @@ def build_training_state(config: TrainConfig, model_config: ModelConfig, strateg
     return model, manager
 
 
-def pretraining_data(config: TrainConfig, tokenizer, text=None, printer=print):
-    """Where the run's batches come from (:class:`~nlp_tutorials.sources.source.
-    PretrainingSource`): MRPC pairs, a streamed corpus, or prepared shards (this worker's share
-    of them under --strategy multiworker). ``text``: the run's, default :func:`run_text`."""
-    return (text or run_text(config)).source(config, tokenizer, printer)
+def pretraining_data(config: TrainConfig, tokenizer, text: PretrainingText | None = None,
+                     printer=print) -> PretrainingSource:
+    """Where the run's batches come from: ``text``'s source (by default :func:`run_text`'s),
+    this worker's share of it under --strategy multiworker."""
+    text = text or run_text(config)
+    return text.source(text_settings(config, ()), tokenizer,
+                       distribute.input_pipeline(config.strategy), printer)
 
 
 def training_batches(data, config: TrainConfig, start: int):
@@ -513,68 +402,3 @@ def check_xla_available():
     except (tf.errors.OpError, NotImplementedError, ValueError) as error:
         raise UserError(f"--jit: this TensorFlow build cannot XLA-compile ({first_line(error)}); "
                         f"run without --jit") from None
-
-
-def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:
-    """One example: the masked words and what the model predicts there, as two lines."""
-    single = {k: v[row:row + 1] for k, v in batch.items()}
-    outputs = model(single, training=False)
-    chosen = tf.gather(outputs["sequence_output"], single["mlm_positions"], batch_dims=1)
-    logits, _ = model.pretraining_heads(chosen, outputs["pooled_output"])
-    real = single["mlm_weights"].numpy()[0] > 0
-    targets = tokenizer.convert_ids_to_tokens(single["mlm_ids"].numpy()[0][real])
-    predicted = tokenizer.convert_ids_to_tokens(np.argmax(logits.numpy()[0], -1)[real])
-    return f"  target:    {' '.join(targets)}\n  predicted: {' '.join(predicted)}"
-
-
-def evaluate(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None,
-             test_pairs=None) -> dict:
-    """Masked-token (or next-token) and NSP accuracy on the MRPC test split.
-
-    Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len
-    (longer pairs are truncated longest-first) and one fixed masking (seed + 1000). Metrics
-    are means over full batches of ``batch_size`` pairs (the last partial batch, under
-    ``batch_size`` of the 1,725 pairs, is left out). For BERT it also reports the
-    most-frequent-token baseline: the accuracy of always guessing the token most often masked
-    in train (``train_pairs``, ``test_pairs``: MRPC's pairs when the run has read them already).
-    """
-    masked = config.model_type == "bert"
-    test = PretrainingData(tokenizer, test_pairs or load_mrpc("test"), max_len=config.max_len,
-                           nsp_mode=config.nsp_mode, seed=config.seed + 1000)
-    totals = {}
-    trim = functools.partial(trim_padding, pad_id=tokenizer.pad_id)
-    batches = list(test.dataset(config.batch_size, masked=masked, repeat=False).map(trim))
-    step_fn = model.compiled_step(batches[0], training=False)
-    for batch in batches:
-        for name, value in step_fn(batch).items():
-            totals[name] = totals.get(name, 0.0) + float(value) / len(batches)
-    result = dict(totals)
-    if masked:
-        result["baseline_accuracy"] = most_frequent_token_baseline(
-            tokenizer, config, batches, train_pairs or load_mrpc("train"))
-        printer(f"test masked-token accuracy {result['mlm_accuracy']:.3f} "
-                f"(most-frequent-token baseline {result['baseline_accuracy']:.3f}), "
-                f"NSP accuracy {result['nsp_accuracy']:.3f}")
-    else:
-        result["perplexity"] = math.exp(result["lm_loss"])
-        printer(f"test next-token accuracy {result['lm_accuracy']:.3f}, perplexity "
-                f"{result['perplexity']:.1f}, NSP accuracy {result['nsp_accuracy']:.3f}")
-    return result
-
-
-def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches,
-                                 train_pairs) -> float:
-    """Accuracy on the test masks of always predicting the token most often masked in
-    ``train_pairs`` (MRPC's train split)."""
-    train = PretrainingData(tokenizer, train_pairs, max_len=config.max_len,
-                            seed=config.seed).epoch(0)
-    chosen = train["mlm_ids"][train["mlm_weights"] > 0]
-    if not chosen.size:  # a vocabulary that knows no MRPC word masks nothing
-        return 0.0
-    guess = np.bincount(chosen).argmax()
-    hits = total = 0.0
-    for batch in test_batches:
-        weights = batch["mlm_weights"].numpy()
-        hits += float(((batch["mlm_ids"].numpy() == guess) * weights).sum())
-        total += float(weights.sum())
-    return hits / max(total, 1.0)

@@ -18,7 +18,6 @@ from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.models.config import ModelConfig
 from fresh_process import load_each_elsewhere, load_elsewhere
-from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
 from nlp_tutorials.text.packing import encode_pairs
 from nlp_tutorials.system.errors import UserError
@@ -56,10 +55,10 @@ def mrpc_sentences():
 @pytest.fixture(scope="module")
 def learned():
     """A small WordPiece vocabulary learned from MRPC train as `train --tokenizer wordpiece`."""
-    from nlp_tutorials.training.pretraining import build_tokenizer
+    from nlp_tutorials.sources.source import build_tokenizer
 
     texts = [s for p in load_mrpc("train") for s in (p.s1, p.s2)]
-    return build_tokenizer(TrainConfig(tokenizer="wordpiece", vocab_size=400), texts)
+    return build_tokenizer("wordpiece", 400, texts)
 
 
 def graph_ids(tokenizer, sentences):

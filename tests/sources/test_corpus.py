@@ -284,7 +284,7 @@ def read_rows(files, shuffle=False):
     """(input_ids, token_type_ids, nsp_label) tuples of every example in ``files``."""
     import tensorflow as tf
 
-    from nlp_tutorials.sources.shards import example_dataset
+    from nlp_tutorials.sources.shard_batches import example_dataset
 
     rows = []
     for serialized in example_dataset(files, seed=0, shuffle=shuffle):
@@ -354,7 +354,8 @@ def check_pair_against_the_text(tokens, types, label, documents) -> None:
 
 
 def test_shards_hold_the_corpus_pairs(tmp_path, text, tokenizer):
-    from nlp_tutorials.sources.shards import read_description, worker_files
+    from nlp_tutorials.sources.shard_batches import worker_files
+    from nlp_tutorials.sources.shards import read_description
 
     description = prepare(text, tmp_path / "shards", 3, tokenizer)
     assert description == read_description(tmp_path / "shards")
@@ -390,7 +391,8 @@ def test_shards_hold_the_corpus_pairs(tmp_path, text, tokenizer):
 
 
 def test_two_workers_read_disjoint_shards_covering_all(tmp_path, text, tokenizer):
-    from nlp_tutorials.sources.shards import ShardData, read_description, worker_files
+    from nlp_tutorials.sources.shard_batches import ShardData, worker_files
+    from nlp_tutorials.sources.shards import read_description
 
     description = prepare(text, tmp_path / "shards", 4, tokenizer)
     everything = read_rows(worker_files(tmp_path / "shards", description))
@@ -404,7 +406,7 @@ def test_two_workers_read_disjoint_shards_covering_all(tmp_path, text, tokenizer
 
 
 def test_more_workers_than_shards(tmp_path, text, tokenizer):
-    from nlp_tutorials.sources.shards import ShardData
+    from nlp_tutorials.sources.shard_batches import ShardData
 
     prepare(text, tmp_path / "shards", 1, tokenizer)
     with pytest.raises(UserError, match=r"1 shard\(s\) for 2 workers"):
@@ -412,7 +414,7 @@ def test_more_workers_than_shards(tmp_path, text, tokenizer):
 
 
 def test_training_batches_are_masked_afresh(tmp_path, text, tokenizer):
-    from nlp_tutorials.sources.shards import ShardData
+    from nlp_tutorials.sources.shard_batches import ShardData
 
     prepare(text, tmp_path / "shards", 2, tokenizer)
     data = ShardData(tmp_path / "shards", tokenizer, seed=5)
@@ -437,7 +439,7 @@ def test_training_batches_are_masked_afresh(tmp_path, text, tokenizer):
     assert sum(counts.values()) > 300
     check_bert_proportions(counts, tokenizer, only_mask=True)
     # Masking of batch k depends on k: two numbers give two maskings of the same rows.
-    from nlp_tutorials.sources.shards import batch_masker
+    from nlp_tutorials.sources.shard_batches import batch_masker
 
     mask = batch_masker(tokenizer, 5, 0, 32)
     one, two = mask(0, clean[0]), mask(1, clean[0])

@@ -20,7 +20,8 @@ from hypothesis import given, settings, strategies as st
 from nlp_tutorials.cli import main
 from nlp_tutorials.sources import corpus
 from nlp_tutorials.sources.records import RecordError, example_features, read_first_record
-from nlp_tutorials.sources.shards import ShardData, prepare_shards, read_description
+from nlp_tutorials.sources.shard_batches import ShardData
+from nlp_tutorials.sources.shards import prepare_shards, read_description
 from nlp_tutorials.system.errors import UserError
 from support import fails_without_tensorflow
 

@@ -338,11 +338,12 @@ def test_tokenizer_killed_half_way_in_either_file(tmp_path, monkeypatch, nth):
 def test_training_run_files_stopped_in_train_config(tmp_path, monkeypatch):
     """``train`` writes vocab.txt, tokenizer_config.json, config.json, train_config.json."""
     from nlp_tutorials.training.config import TrainConfig
-    from nlp_tutorials.training.pretraining import prepare_run
+    from nlp_tutorials.training.pretraining import save_run, settle_run
 
     def prepare(folder):
-        prepare_run(TrainConfig(model_dir=str(folder), dim=32, layers=1, heads=2), set(),
-                    resume=False)
+        settled = settle_run(TrainConfig(model_dir=str(folder), dim=32, layers=1, heads=2),
+                             set(), resume=False)
+        save_run(*settled[:3])
 
     stopped_write(tmp_path, monkeypatch, prepare,
                   ["vocab.txt", "tokenizer_config.json", "config.json", "train_config.json"],

@@ -80,9 +80,9 @@ def run_config(model_dir, init_from, **overrides) -> TrainConfig:
 
 def initial_weights(config: TrainConfig, given=frozenset()) -> tuple:
     """(settled config, the model's weights as training receives them, before step 1)."""
-    from nlp_tutorials.training.pretraining import build_training_state, prepare_run
+    from nlp_tutorials.training.pretraining import build_training_state, settle_run
 
-    config, _, model_config, _ = prepare_run(config, set(given), resume=False)
+    config, _, model_config, _ = settle_run(config, set(given), resume=False)
     model, _ = build_training_state(config, model_config, tf.distribute.get_strategy())
     return config, weights_by_path(model)
 
@@ -191,35 +191,35 @@ def test_phases_of_a_run_resumed_in_the_warm_up():
     ({"model_type": "gpt"}, set(), r"only BERT starts from a pretrained checkpoint"),
 ])
 def test_contradicting_flags_are_refused(headless, tmp_path, overrides, given, message):
-    from nlp_tutorials.training.pretraining import prepare_run
+    from nlp_tutorials.training.pretraining import settle_run
 
     with pytest.raises(UserError, match=message):
-        prepare_run(run_config(tmp_path, headless, **overrides), given, resume=False)
+        settle_run(run_config(tmp_path, headless, **overrides), given, resume=False)
     assert not list(tmp_path.iterdir()), "a refused run wrote files"
 
 
 def test_agreeing_flags_are_accepted(headless, tmp_path):
-    from nlp_tutorials.training.pretraining import prepare_run
+    from nlp_tutorials.training.pretraining import settle_run
 
-    config, _, _, _ = prepare_run(run_config(tmp_path, headless, dim=32, layers=2, heads=4),
-                                  {"dim", "layers", "heads"}, resume=False)
+    config, _, _, _ = settle_run(run_config(tmp_path, headless, dim=32, layers=2, heads=4),
+                                 {"dim", "layers", "heads"}, resume=False)
     assert config.dim == 32
 
 
 def test_folder_that_is_not_a_bert_checkpoint(tmp_path):
-    from nlp_tutorials.training.pretraining import prepare_run
+    from nlp_tutorials.training.pretraining import settle_run
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match=r"empty: no config.json or bert_config.json found"):
-        prepare_run(run_config(tmp_path / "run", tmp_path / "empty"), set(), resume=False)
+        settle_run(run_config(tmp_path / "run", tmp_path / "empty"), set(), resume=False)
     folder = tmp_path / "no_weights"
     shutil.copytree(FIXTURES / "bert_tiny_hf", folder)
     (folder / "model.safetensors").unlink()
     for given in (set(), {"head_warmup_steps"}):
         with pytest.raises(UserError, match=r"no model.safetensors \(HuggingFace\) or "
                                             r"bert_model.ckpt.index \(Google\) found"):
-            prepare_run(run_config(tmp_path / "run", folder, head_warmup_steps=1), given,
-                        resume=False)
+            settle_run(run_config(tmp_path / "run", folder, head_warmup_steps=1), given,
+                       resume=False)
         assert not (tmp_path / "run").exists(), "a refused run wrote files"
 
 
@@ -353,17 +353,17 @@ def test_shards_must_carry_the_checkpoint_vocabulary(headless, tmp_path):
     from nlp_tutorials.sources.corpus import learn_tokenizer
     from nlp_tutorials.sources.shards import prepare_shards
     from nlp_tutorials.text.tokenization import load_tokenizer
-    from nlp_tutorials.training.pretraining import prepare_run
+    from nlp_tutorials.training.pretraining import settle_run
 
     text = mrpc_corpus(tmp_path / "corpus.txt")
     quiet = {"printer": lambda _: None}
     prepare_shards(str(text), tmp_path / "own", 2, learn_tokenizer("word", 500, [text], 1), 32, 1,
                    **quiet)
     with pytest.raises(UserError, match="another vocabulary"):
-        prepare_run(run_config(tmp_path / "a", headless, data=str(tmp_path / "own"), max_len=0),
-                    set(), resume=False)
+        settle_run(run_config(tmp_path / "a", headless, data=str(tmp_path / "own"), max_len=0),
+                   set(), resume=False)
     prepare_shards(str(text), tmp_path / "same", 2, load_tokenizer(headless), 48, 1, **quiet)
-    config, _, model_config, _ = prepare_run(
+    config, _, model_config, _ = settle_run(
         run_config(tmp_path / "b", headless, data=str(tmp_path / "same"), max_len=0), set(),
         resume=False)
     assert config.max_len == 48  # the shards' length, within the checkpoint's positions

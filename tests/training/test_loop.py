@@ -177,8 +177,9 @@ def sources(tmp_path_factory):
     """The three sources over the same sentences: MRPC pairs, those pairs as a corpus file
     (a document each), and that corpus in two shards."""
     from nlp_tutorials.sources.corpus import CorpusData
-    from nlp_tutorials.sources.mrpc import PretrainingData
-    from nlp_tutorials.sources.shards import ShardData, prepare_shards
+    from nlp_tutorials.sources.mrpc import MrpcPretrainingData
+    from nlp_tutorials.sources.shard_batches import ShardData
+    from nlp_tutorials.sources.shards import prepare_shards
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.text.tokenization import WordTokenizer
 
@@ -190,7 +191,7 @@ def sources(tmp_path_factory):
     quiet = {"printer": lambda _: None}
     prepare_shards(str(corpus), folder / "shards", 2, tokenizer, 32, 1, **quiet)
     return tokenizer, {
-        "mrpc": PretrainingData(tokenizer, pairs, max_len=32, seed=1),
+        "mrpc": MrpcPretrainingData(tokenizer, pairs, max_len=32, seed=1),
         "corpus": CorpusData(str(corpus), tokenizer, max_len=32, seed=1, **quiet),
         "shards": ShardData(folder / "shards", tokenizer, seed=1)}
 
