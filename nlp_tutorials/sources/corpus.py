@@ -403,8 +403,8 @@ class CorpusText(PretrainingText):
     def default_max_len(self, tokenizer) -> int:
         return DEFAULT_MAX_LEN
 
-    def source(self, settings: TextSettings, tokenizer, worker: tuple = (1, 0),
-               printer=print) -> CorpusData:
+    def source(self, settings: TextSettings, tokenizer, worker: tuple,
+               printer) -> CorpusData:
         """Every process reads the whole corpus (``worker`` is not read)."""
         return CorpusData(self.pattern, tokenizer, max_len=settings.max_len, seed=settings.seed,
                           whole_word_mask=settings.whole_word_mask, printer=printer)

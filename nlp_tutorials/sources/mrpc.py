@@ -180,8 +180,8 @@ class MrpcText(PretrainingText):
     def default_max_len(self, tokenizer) -> int:
         return longest_pair_length(tokenizer, self.train_pairs)
 
-    def source(self, settings: TextSettings, tokenizer, worker: tuple = (1, 0),
-               printer=print) -> MrpcPretrainingData:
+    def source(self, settings: TextSettings, tokenizer, worker: tuple,
+               printer) -> MrpcPretrainingData:
         """Every process feeds the whole batch from all the pairs (``worker`` is not read)."""
         return MrpcPretrainingData(tokenizer, self.train_pairs, max_len=settings.max_len,
                                    nsp_mode=settings.nsp_mode, seed=settings.seed,

@@ -286,7 +286,7 @@ class ShardText(PretrainingText):
         """The shards' ids must mean the model's tokens."""
         check_same_tokenizer(self.directory, tokenizer, model_dir)
 
-    def source(self, settings: TextSettings, tokenizer, worker: tuple = (1, 0),
-               printer=print) -> "ShardData":
+    def source(self, settings: TextSettings, tokenizer, worker: tuple,
+               printer) -> ShardData:
         return ShardData(self.directory, tokenizer, seed=settings.seed,
                          whole_word_mask=settings.whole_word_mask, worker=worker)

@@ -101,8 +101,8 @@ class PretrainingText(abc.ABC):
         with; by default any tokenizer reads it."""
 
     @abc.abstractmethod
-    def source(self, settings: TextSettings, tokenizer, worker: tuple = (1, 0),
-               printer=print) -> PretrainingSource:
+    def source(self, settings: TextSettings, tokenizer, worker: tuple,
+               printer) -> PretrainingSource:
         """The run's batches, read with ``tokenizer``. ``worker`` is (input pipelines, this
         one's index): under ``--strategy multiworker`` a text may give each worker its own
         share (as shards do); ``printer`` takes what the source reports as it reads."""

@@ -64,7 +64,8 @@ TRAIN_CONFIG_NAME = "train_config.json"
 JIT_LENGTH_MULTIPLE = 16
 
 
-def settle_run(config: TrainConfig, given: set, resume: bool, text=None):
+def settle_run(config: TrainConfig, given: set, resume: bool,
+               text: PretrainingText | None = None):
     """The run's config, tokenizer and model config, and its text; nothing is written.
 
     ``given`` names the TrainConfig fields the user set explicitly; on ``--resume`` those must

@@ -38,7 +38,7 @@ class SentencesText(PretrainingText):
     def default_max_len(self, tokenizer) -> int:
         return 24
 
-    def source(self, settings: TextSettings, tokenizer, worker=(1, 0), printer=print):
+    def source(self, settings: TextSettings, tokenizer, worker, printer):
         return MrpcPretrainingData(tokenizer, self.pairs, max_len=settings.max_len,
                                    seed=settings.seed)
 
