@@ -25,13 +25,13 @@ from nlp_tutorials.cli.settings import (
     TranslateSettings,
     default_pickle,
     explorer_page,
-    trained_dir,
 )
+from nlp_tutorials.system.settings import config_from_args
 from nlp_tutorials.training.config import (
     DateTrainConfig,
     FinetuneConfig,
     TrainConfig,
-    config_from_args,
+    trained_dir,
 )
 
 

@@ -11,15 +11,15 @@ import contextlib
 import sys
 from pathlib import Path
 
-from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, default_pickle, trained_dir
+from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, RESULTS_DIR, default_pickle
 from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.outputs import Interrupted, Output, writing
 from nlp_tutorials.system.startup import start_tensorflow
+from nlp_tutorials.training.config import trained_dir
 from nlp_tutorials.training.distribute import is_chief, worker_dir
 from nlp_tutorials.training.search import SEARCH_FILE
 
-RESULTS = "visual/results"  # where pictures drawn after training go
 # What a model folder holds once a run has saved something worth keeping (see held_folder):
 # pre-training's checkpoints, the date model's weights, a fine-tuned model.
 CHECKPOINTS, DATE_WEIGHTS, FINETUNED_MODEL = "checkpoints", "model.weights.h5", "model.keras"
@@ -45,7 +45,7 @@ def train(config, options, given) -> None:
         with drawing_after_training(model_dir.path):
             pickle_path = export_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
                                            default_pickle(config.model_type), run.test_pairs)
-            draw(pickle_path, RESULTS, 0, None, None, config.model_type)
+            draw(pickle_path, RESULTS_DIR, 0, None, None, config.model_type)
 
 
 @contextlib.contextmanager
@@ -254,7 +254,7 @@ def train_dates(config, options) -> None:
         with drawing_after_training(config.model_dir):
             pickle_path = export_date_attention(config.model_dir, EXPORT_EXAMPLES,
                                                 default_pickle("transformer"))
-            draw(pickle_path, RESULTS, 0, None, None, "transformer")
+            draw(pickle_path, RESULTS_DIR, 0, None, None, "transformer")
 
 
 def translate(settings) -> None:

@@ -44,7 +44,8 @@ from nlp_tutorials.training.checkpoints import (
     training_checkpoint,
 )
 from nlp_tutorials.models.config import ModelConfig
-from nlp_tutorials.training.config import TrainConfig, read_saved_settings
+from nlp_tutorials.system.settings import read_saved_settings
+from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as DEFAULT_CORPUS_MAX_LEN
 from nlp_tutorials.sources.corpus import CorpusData, check_max_len as check_corpus_max_len

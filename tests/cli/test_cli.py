@@ -29,15 +29,8 @@ from nlp_tutorials.cli.settings import (
     TranslateSettings,
 )
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.training.config import (
-    FLAG,
-    DateTrainConfig,
-    FinetuneConfig,
-    TrainConfig,
-    positive_int,
-    probability,
-    setting,
-)
+from nlp_tutorials.system.settings import FLAG, positive_int, probability, setting
+from nlp_tutorials.training.config import DateTrainConfig, FinetuneConfig, TrainConfig
 
 COMMANDS = [(model, command.name) for model, family in FAMILIES.items()
             for command in family.commands]
@@ -375,7 +368,6 @@ def test_export_models_precisions_are_the_serving_packages():
 
     from nlp_tutorials.cli.settings import ExportModelSettings
     from nlp_tutorials.serving.precision import PRECISIONS
-    from nlp_tutorials.training.config import FLAG
 
     fields = {field.name: field for field in dataclasses.fields(ExportModelSettings)}
     assert fields["precision"].metadata[FLAG].choices == PRECISIONS
