@@ -51,7 +51,7 @@ def flag_names(field) -> list:
     flag = field.metadata[FLAG]
     if flag.positional:
         return []
-    return [flag.spelling or "--" + field.name.replace("_", "-")]
+    return [flag.spelling or "--" + field.name.replace("_", "-"), *flag.aliases]
 
 
 def value_options(field, default) -> dict:

@@ -19,6 +19,7 @@ from nlp_tutorials.system.settings import (
     setting,
     value_kind,
 )
+from nlp_tutorials.tasks import named_tasks, task_flag_help
 from nlp_tutorials.training.config import (
     FINETUNED_DIR,
     RANDOM_ORDERS,
@@ -294,3 +295,23 @@ class TranslateSettings(Settings):
 
         for text in self.dates:
             parse_source(text)
+
+
+@dataclasses.dataclass(kw_only=True)
+class BaselineSettings(Settings):
+    """``python -m nlp_tutorials.baseline``: a task's simple baselines
+    (nlp_tutorials.analysis.task_baselines)."""
+
+    task: str = setting(FinetuneConfig.task, task_flag_help, choices=named_tasks, metavar="TASK")
+    data: str = setting("", "folder holding the task's files", metavar="DIR",
+                        aliases=("--data-dir",), default_help="the shipped MRPC")
+    train: str = setting("", "the train file, given outright instead of found in --data",
+                         metavar="FILE")
+    dev: str = setting("", "the dev file, given outright instead of found in --data",
+                       metavar="FILE")
+    test: str = setting("", "the test file, given outright instead of found in --data",
+                        metavar="FILE")
+    train_articles: int | None = setting(None, "SQuAD from its dev file alone: articles sorted "
+                                               "by title, the first N train, the others are "
+                                               "scored (38 of v1.1's 48, 28 of v2.0's 35)",
+                                         kind=positive_int, metavar="N")

@@ -60,6 +60,7 @@ class Flag:
     # registry that may grow after this field was declared, such as the tasks').
     choices: tuple | Callable = None
     spelling: str = None          # e.g. "--no-swap"; None: "--" + the field's name, dashed
+    aliases: tuple = ()           # other spellings kept working, e.g. ("--data-dir",)
     metavar: str = None
     default_help: str = None      # what the default means when its value would not say it
     models: tuple = None          # the model families that have the flag; None: all

@@ -7,7 +7,7 @@ import pytest
 from nlp_tutorials.analysis.baseline import (
     evaluate_overlap_baseline, feature_names, fit_overlap_baseline, numbers,
     overlap_features, pair_features, words)
-from nlp_tutorials.analysis.task_baselines import main
+from nlp_tutorials.baseline import main
 from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
 from nlp_tutorials.system.errors import UserError
 
