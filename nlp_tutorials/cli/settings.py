@@ -23,6 +23,7 @@ from nlp_tutorials.tasks import named_tasks, task_flag_help
 from nlp_tutorials.training.config import (
     FINETUNED_DIR,
     RANDOM_ORDERS,
+    TOKENIZERS,
     FinetuneConfig,
     TrainConfig,
     trained_dir,
@@ -121,8 +122,8 @@ class PrepareSettings(Settings):
     shards: int = setting(1, "number of shard files; at least the number of workers that will "
                              "train", kind=positive_int)
     max_len: int = setting(CORPUS_MAX_LEN, "tokens per sequence", kind=positive_int)
-    tokenizer: str = setting("word", "tokenizer learned from the corpus",
-                             choices=("word", "wordpiece"))
+    tokenizer: str = setting(TrainConfig.tokenizer, "tokenizer learned from the corpus",
+                             choices=TOKENIZERS)
     vocab_size: int = setting(TrainConfig.vocab_size, "most tokens in the learned vocabulary",
                               kind=positive_int)
     tokenizer_sample_mb: int = setting(TrainConfig.tokenizer_sample_mb, "learn the vocabulary "

@@ -37,6 +37,7 @@ from nlp_tutorials.training.distribute import (
 
 
 MODELS_DIR = "visual/models"  # where each command puts and looks for models by default
+TOKENIZERS = ("word", "wordpiece")  # the kinds of tokenizer a run or `prepare` learns
 
 
 def trained_dir(model_name: str) -> str:
@@ -101,8 +102,7 @@ class TrainConfig(Settings):
                                       "'paraphrase' (the MRPC label)",
                             choices=("random", "paraphrase"))
     tokenizer: str = setting("word", "'word' (whole words) or 'wordpiece' (BERT's sub-words, a "
-                                     "vocabulary learned from MRPC train)",
-                             choices=("word", "wordpiece"))
+                                     "vocabulary learned from MRPC train)", choices=TOKENIZERS)
     vocab_size: int = setting(8000, "WordPiece vocabulary size, special tokens and characters "
                                     "included", kind=positive_int)
     whole_word_mask: bool = setting(False, "mask all pieces of a chosen word together (BERT's "
