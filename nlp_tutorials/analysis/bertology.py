@@ -276,8 +276,9 @@ def plot_study(study: dict, path, task, split: str = "test") -> Path:
 
 
 def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
-                  study: bool = False, prune=None, pruned_dir=None, random_orders: int = RANDOM_ORDERS,
-                  recover_epochs: int = 0, printer=print, data_dir=None) -> dict:
+                  study: bool = False, prune=None, pruned_dir=None,
+                  random_orders: int = RANDOM_ORDERS, recover_epochs: int = 0, printer=print,
+                  data_dir=None) -> dict:
     """``bert heads``: importance and entropy on the task's dev examples, then the study and
     pruning.
 

@@ -239,7 +239,7 @@ class FinetuneConfig(Settings):
 
     The task is ``task`` (one of :func:`~nlp_tutorials.tasks.named_tasks`), its files found in
     ``data`` under their usual names or given outright (``train``, ``dev``, ``test``); or a
-    user's own table (``text_columns``, ``label_column``, ``regression``), own tagging or question-answering
+    user's own table (``text_columns``, ``label_column``, ``regression``), tagging or SQuAD
     files (``file_format`` "conll" or "squad"). ``epochs``, ``batch_size``, ``learning_rate``
     and ``max_len`` left None take the task's recipe (``Task.recipe``, ``default_max_len``).
 
