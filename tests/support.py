@@ -113,12 +113,10 @@ def run_main(model: str, *args) -> subprocess.CompletedProcess:
 def main_in_fresh_process(model: str, args, forbidden=("tensorflow",),
                           timeout: int = 120) -> subprocess.CompletedProcess:
     """Run ``python -m nlp_tutorials.<model> ARGS`` (``model``: a family of
-    :mod:`nlp_tutorials.cli`, or "baseline") through its ``main`` in a fresh interpreter,
+    :mod:`nlp_tutorials.cli`, "baseline" included) through its ``main`` in a fresh interpreter,
     the repository and tests/ first on the path, and assert no module in ``forbidden`` was
     imported by the time it returned or exited. Its exit status is the process'."""
-    entry = ("from nlp_tutorials.analysis.task_baselines import main as run\n"
-             f"call = lambda: run({list(args)!r})\n" if model == "baseline" else
-             "from nlp_tutorials.cli import main as run\n"
+    entry = ("from nlp_tutorials.cli import main as run\n"
              f"call = lambda: run({model!r}, {list(args)!r})\n")
     code = ("import sys\n" + entry +
             "try:\n    status = call()\nexcept SystemExit as exit:\n    status = exit.code\n"

@@ -36,11 +36,14 @@ def test_public_name_is_the_object_its_new_module_defines(old, name, new):
     assert name in importlib.import_module(old).__all__
 
 
-def test_baseline_module_runs_the_analysis():
-    import nlp_tutorials.analysis.task_baselines
+def test_baseline_module_runs_the_command_line(monkeypatch):
     import nlp_tutorials.baseline
+    import nlp_tutorials.cli
 
-    assert nlp_tutorials.baseline.main is nlp_tutorials.analysis.task_baselines.main
+    calls = []
+    monkeypatch.setattr(nlp_tutorials.cli, "main", lambda *args: calls.append(args) or 7)
+    assert nlp_tutorials.baseline.main(["--task", "rte"]) == 7
+    assert calls == [("baseline", ["--task", "rte"])]
 
 
 def run_module(*argv, timeout=120) -> subprocess.CompletedProcess:

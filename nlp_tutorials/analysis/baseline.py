@@ -33,8 +33,6 @@ import unicodedata
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.metrics import accuracy, f1_score
 
 NGRAM_SIZES = (1, 2, 3)
 
@@ -126,19 +124,3 @@ def fit_overlap_baseline(train_pairs, seed: int = 0):
 
     model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, random_state=seed))
     return model.fit(pair_features(train_pairs), labels)
-
-
-def evaluate_overlap_baseline(train_pairs=None, test_pairs=None) -> dict:
-    """Fit on ``train_pairs`` (default: MRPC train) and score on ``test_pairs`` (default: test).
-
-    Returns ``{"accuracy": float, "f1": float}``, F1 of the paraphrase class, both in [0, 1].
-    """
-    task = get_task("mrpc")
-    train_pairs = task.examples("train") if train_pairs is None else train_pairs
-    test_pairs = task.examples("test") if test_pairs is None else test_pairs
-    if not test_pairs:
-        raise UserError("no test pairs to evaluate the word-overlap baseline on")
-    model = fit_overlap_baseline(train_pairs)
-    labels = np.array([p.label for p in test_pairs])
-    predictions = model.predict(pair_features(test_pairs))
-    return {"accuracy": accuracy(labels, predictions), "f1": f1_score(labels, predictions)}

@@ -28,7 +28,7 @@ import tensorflow as tf
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import model_arrays
-from nlp_tutorials.training.config import FinetuneConfig
+from nlp_tutorials.training.config import RANDOM_ORDERS, FinetuneConfig
 from nlp_tutorials.system.files import require_folder, write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
 from nlp_tutorials.training.finetuning import (
@@ -142,7 +142,7 @@ def entropy(head, arrays: dict) -> np.ndarray:
 
 
 def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
-                  random_orders: int = 3, seed: int = 0, printer=print) -> dict:
+                  random_orders: int = RANDOM_ORDERS, seed: int = 0, printer=print) -> dict:
     """The task's scores on ``examples`` (encoded as ``arrays``) with the least important 0%,
     10%, ..., 90% of the heads masked, and the same shares masked in ``random_orders`` random
     orders (the control; their mean is reported)."""
@@ -276,8 +276,9 @@ def plot_study(study: dict, path, task, split: str = "test") -> Path:
 
 
 def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
-                  study: bool = False, prune=None, pruned_dir=None, random_orders: int = 3,
-                  recover_epochs: int = 0, printer=print, data_dir=None) -> dict:
+                  study: bool = False, prune=None, pruned_dir=None,
+                  random_orders: int = RANDOM_ORDERS, recover_epochs: int = 0, printer=print,
+                  data_dir=None) -> dict:
     """``bert heads``: importance and entropy on the task's dev examples, then the study and
     pruning.
 

@@ -32,10 +32,8 @@ SQuAD's training files are large and not always at hand: with only a dev file,
 ``--train-articles N`` splits it by article (:func:`split_by_article`). Importing this module
 imports neither TensorFlow nor scikit-learn (fitting imports scikit-learn).
 """
-import argparse
 import math
 import re
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import NamedTuple
@@ -50,7 +48,6 @@ from nlp_tutorials.analysis.baseline import (
     words,
 )
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import ClassPrediction, Task, counted, reported
 from nlp_tutorials.tasks.entities import OUTSIDE, to_iob2
 from nlp_tutorials.tasks.glue import SCORERS, ScorePrediction
@@ -481,43 +478,3 @@ def report_line(task: Task, result: BaselineScore) -> str:
     """``majority: accuracy 66.5% F1 79.9 on test (msr_paraphrase_test.txt, 1,725
     examples)``."""
     return f"{result.name}: {describe(task, result.scores)} on {result.split}"
-
-
-# The command line.
-
-def parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m nlp_tutorials.baseline``."""
-    command = argparse.ArgumentParser(
-        prog="python -m nlp_tutorials.baseline",
-        description="Simple baselines of a task, fitted on its train split and scored by the "
-                    "task's own metrics on the splits a fine-tuned model is scored on: a line "
-                    "per baseline and split.")
-    command.add_argument("--task", default="mrpc",
-                         help="the task, as finetune names it (default: mrpc)")
-    command.add_argument("--data", "--data-dir", dest="data", default=None, metavar="DIR",
-                         help="folder holding the task's files (default: the shipped MRPC)")
-    for split in ("train", "dev", "test"):
-        command.add_argument(f"--{split}", default=None, metavar="FILE",
-                             help=f"the {split} file, given outright instead of found in --data")
-    command.add_argument("--train-articles", type=int, default=None, metavar="N",
-                         help="SQuAD from its dev file alone: articles sorted by title, the "
-                              "first N train, the others are scored (38 of v1.1's 48, 28 of "
-                              "v2.0's 35)")
-    return command
-
-
-def main(argv=None) -> int:
-    """Print each baseline of ``--task`` on each split scored; returns the exit status: 0, or
-    2 after one line naming what is wrong with the input."""
-    command = parser()
-    args = command.parse_args(argv)
-    try:
-        task = get_task(args.task, data_dir=args.data,
-                        paths={"train": args.train, "dev": args.dev, "test": args.test})
-        results = run_baselines(task, args.train_articles)
-    except UserError as err:
-        print(f"{command.prog}: error: {err}", file=sys.stderr)
-        return 2
-    for result in results:
-        print(report_line(task, result))
-    return 0

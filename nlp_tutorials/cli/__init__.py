@@ -1,4 +1,5 @@
-"""Command-line front-ends: ``python -m nlp_tutorials.bert|gpt|transformer <command>``.
+"""Command-line front-ends: ``python -m nlp_tutorials.bert|gpt|transformer <command>``, and
+``python -m nlp_tutorials.baseline``.
 
 Each command's flags are the fields of its settings dataclasses (:mod:`.flags` makes them;
 :mod:`nlp_tutorials.training.config` and :mod:`.settings` declare them), its run is a function
@@ -29,6 +30,9 @@ def build_parser(model_name: str) -> OneLineParser:
     family = FAMILIES[model_name]
     parser = OneLineParser(prog=f"python -m nlp_tutorials.{model_name}",
                            description=family.description)
+    if family.single:
+        family.add_flags(parser, family.commands[0])
+        return parser
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for command in family.commands:
         family.add_flags(commands.add_parser(command.name, help=command.help), command)
@@ -50,8 +54,9 @@ def main(model_name: str, argv=None) -> int:
     family = FAMILIES[model_name]
     parser = build_parser(model_name)
     args = parser.parse_args(argv)
-    command = family.command(args.command)
-    where = f"{parser.prog} {args.command}"
+    name = "" if family.single else args.command
+    command = family.command(name)
+    where = f"{parser.prog} {name}".rstrip()
     ctrl_c_interrupts()
     try:
         status = command.start(*family.settings_from(command, args))

@@ -11,6 +11,7 @@ import nlp_tutorials.cli.runs as runs
 from nlp_tutorials.cli.flags import add_settings_flags
 from nlp_tutorials.cli.settings import (
     AfterTraining,
+    BaselineSettings,
     ExploreSettings,
     ExportModelSettings,
     ExportSettings,
@@ -25,13 +26,13 @@ from nlp_tutorials.cli.settings import (
     TranslateSettings,
     default_pickle,
     explorer_page,
-    trained_dir,
 )
+from nlp_tutorials.system.settings import config_from_args
 from nlp_tutorials.training.config import (
     DateTrainConfig,
     FinetuneConfig,
     TrainConfig,
-    config_from_args,
+    trained_dir,
 )
 
 
@@ -58,12 +59,17 @@ class Command:
 @dataclasses.dataclass(frozen=True)
 class Family:
     """The commands of ``python -m nlp_tutorials.<name>``; ``words`` fill the braces in their
-    help texts ("{examples} to run")."""
+    help texts ("{examples} to run"). A family of one command named "" (``baseline``) takes
+    that command's flags with no command word."""
 
     name: str
     description: str
     commands: tuple
     words: dict
+
+    @property
+    def single(self) -> bool:
+        return len(self.commands) == 1 and not self.commands[0].name
 
     def command(self, name: str) -> Command:
         return next(command for command in self.commands if command.name == name)
@@ -95,9 +101,9 @@ def export_command(model_name: str, examples: str, run) -> Command:
 def attention_commands(model_name: str) -> tuple:
     """``plot`` and ``explore``: look at the attention of a family's model."""
     return (Command("plot", "draw attention heatmaps from an exported pickle", (PlotSettings,),
-                    runs.plot, {"model_type": model_name, "input": default_pickle(model_name)}),
+                    runs.run_plot, {"model_type": model_name, "input": default_pickle(model_name)}),
             Command("explore", "write one HTML page to browse the attention: head, model and "
-                               "neuron views", (ExploreSettings,), runs.explore,
+                               "neuron views", (ExploreSettings,), runs.run_explore,
                     {"model_type": model_name, "output": explorer_page(model_name)}))
 
 
@@ -110,12 +116,12 @@ def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
     """``bert`` or ``gpt``: pre-train on MRPC (or a corpus), look at the attention, and more."""
     commands = (
         Command("train", f"pre-train {model_name.upper()} on MRPC train",
-                (TrainConfig, PretrainOptions), runs.train, train_defaults(model_name),
+                (TrainConfig, PretrainOptions), runs.run_train, train_defaults(model_name),
                 needs_given=True),
-        export_command(model_name, "MRPC test pairs", runs.export),
+        export_command(model_name, "MRPC test pairs", runs.run_export),
         *attention_commands(model_name),
         Command("prepare", "tokenize a text corpus once into TFRecord shards for `train --data`",
-                (PrepareSettings,), runs.prepare),
+                (PrepareSettings,), runs.run_prepare),
         *extra_commands,
     )
     return Family(model_name, f"Pre-train {model_name.upper()} on MRPC, export its attention "
@@ -126,34 +132,41 @@ def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
 BERT_COMMANDS = (
     Command("finetune", "fine-tune BERT on a task: GLUE, CoNLL-2003, SQuAD, SWAG, "
                         "CommonsenseQA or your own data (MRPC by default)",
-            (FinetuneConfig,), runs.finetune),
+            (FinetuneConfig,), runs.run_finetune),
     Command("evaluate", "score a fine-tuned model on its task's dev or test split and write "
-                        "its predictions", (EvaluateSettings,), runs.evaluate),
+                        "its predictions", (EvaluateSettings,), runs.run_evaluate),
     Command("predict", "answer with the fine-tuned model, one input a line (MRPC: "
                        "s1<TAB>s2; docs/tasks.md has each task's)", (PredictSettings,),
-            runs.predict),
+            runs.run_predict),
     Command("heads", "score each attention head of a fine-tuned model (importance, entropy); "
-                     "mask or prune the least important", (HeadsSettings,), runs.heads),
+                     "mask or prune the least important", (HeadsSettings,), runs.run_heads),
     Command("export-model", "write the fine-tuned model as a SavedModel (TensorFlow Serving) "
-                            "or an ONNX model (ONNX Runtime)", (ExportModelSettings,), runs.export_model),
+                            "or an ONNX model (ONNX Runtime)", (ExportModelSettings,),
+            runs.run_export_model),
     Command("split-squad", "split a SQuAD file by article (sorted by title) into a train file "
-                           "and a scored one", (SplitSquadSettings,), runs.split_squad),
+                           "and a scored one", (SplitSquadSettings,), runs.run_split_squad),
 )
 GPT_COMMANDS = (
     Command("generate", "continue a prompt with the trained GPT", (GenerateSettings,),
-            runs.generate),
+            runs.run_generate),
 )
 TRANSFORMER = Family(
     "transformer", "Train the encoder-decoder Transformer to rewrite dates (98-02-26 -> "
                    "26/Feb/1998), translate, export, plot.",
     (Command("train", "learn the date task; report held-out exact match",
-             (DateTrainConfig, AfterTraining), runs.train_dates),
+             (DateTrainConfig, AfterTraining), runs.run_train_dates),
      Command("translate", "rewrite YY-MM-DD dates as DD/Mon/YYYY", (TranslateSettings,),
-             runs.translate),
-     export_command("transformer", "held-out dates", runs.export_dates),
+             runs.run_translate),
+     export_command("transformer", "held-out dates", runs.run_export_dates),
      *attention_commands("transformer")),
     {"examples": "held-out dates", "model_dir": trained_dir("transformer")})
 
+BASELINE = Family(
+    "baseline", "Simple baselines of a task, fitted on its train split and scored by the "
+                "task's own metrics on the splits a fine-tuned model is scored on: a line per "
+                "baseline and split.",
+    (Command("", "", (BaselineSettings,), runs.run_baseline),), {})
+
 FAMILIES = {"bert": pretraining_family("bert", BERT_COMMANDS),
             "gpt": pretraining_family("gpt", GPT_COMMANDS),
-            "transformer": TRANSFORMER}
+            "transformer": TRANSFORMER, "baseline": BASELINE}

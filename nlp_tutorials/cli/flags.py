@@ -1,18 +1,18 @@
 """Settings dataclasses -> argparse flags, in the manner of HuggingFace's HfArgumentParser.
 
-A field declared with :func:`nlp_tutorials.training.config.setting` becomes one flag: its name
+A field declared with :func:`nlp_tutorials.system.settings.setting` becomes one flag: its name
 (``--batch-size`` for ``batch_size``, unless the field spells it otherwise), its kind of value,
 choices and help come from the field, and the help ends with the field's default, so the
 default is written in one place. A field without that metadata is no flag.
 
 Every flag's argparse default is "absent" (``argparse.SUPPRESS``): a flag not given leaves no
-attribute, so :func:`~nlp_tutorials.training.config.config_from_args` tells the flags a user
+attribute, so :func:`~nlp_tutorials.system.settings.config_from_args` tells the flags a user
 gave (``given``) from the dataclass defaults.
 """
 import argparse
 import dataclasses
 
-from nlp_tutorials.training.config import FLAG
+from nlp_tutorials.system.settings import FLAG, flag_choices, flag_help
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -51,7 +51,7 @@ def flag_names(field) -> list:
     flag = field.metadata[FLAG]
     if flag.positional:
         return []
-    return [flag.spelling or "--" + field.name.replace("_", "-")]
+    return [flag.spelling or "--" + field.name.replace("_", "-"), *flag.aliases]
 
 
 def value_options(field, default) -> dict:
@@ -67,7 +67,7 @@ def value_options(field, default) -> dict:
         return options
     if default is dataclasses.MISSING:
         options["required"] = True
-    return {**options, "type": argparse_type(flag.kind), "choices": flag.choices,
+    return {**options, "type": argparse_type(flag.kind), "choices": flag_choices(flag),
             "metavar": flag.metavar}
 
 
@@ -88,7 +88,7 @@ def argparse_type(kind):
 
 def help_text(flag, default, words: dict) -> str:
     """The flag's help with its default: "(default 16)", or "(default: <what it means>)"."""
-    text = flag.help.format_map(words)
+    text = flag_help(flag).format_map(words)
     if flag.default_help is not None:
         text += f" (default: {flag.default_help.format_map(words)})"
     elif default not in (dataclasses.MISSING, None, "") and not isinstance(default, bool):

@@ -11,21 +11,21 @@ import contextlib
 import sys
 from pathlib import Path
 
-from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, default_pickle, trained_dir
+from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, RESULTS_DIR, default_pickle
 from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.outputs import Interrupted, Output, writing
 from nlp_tutorials.system.startup import start_tensorflow
+from nlp_tutorials.training.config import trained_dir
 from nlp_tutorials.training.distribute import is_chief, worker_dir
 from nlp_tutorials.training.search import SEARCH_FILE
 
-RESULTS = "visual/results"  # where pictures drawn after training go
 # What a model folder holds once a run has saved something worth keeping (see held_folder):
 # pre-training's checkpoints, the date model's weights, a fine-tuned model.
 CHECKPOINTS, DATE_WEIGHTS, FINETUNED_MODEL = "checkpoints", "model.weights.h5", "model.keras"
 
 
-def train(config, options, given) -> None:
+def run_train(config, options, given) -> None:
     """``train``: pre-train, then (unless --no-plots) export the model's attention and draw it.
 
     ``given`` names the settings set by flags: ``--resume`` checks the config's against the
@@ -43,9 +43,9 @@ def train(config, options, given) -> None:
     # Only the chief of a multi-worker run draws: the others hold copies of its weights.
     if not options.no_plots and is_chief(config.strategy):
         with drawing_after_training(model_dir.path):
-            pickle_path = export_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
+            pickle_path = pickle_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
                                            default_pickle(config.model_type), run.test_pairs)
-            draw(pickle_path, RESULTS, 0, None, None, config.model_type)
+            draw(pickle_path, RESULTS_DIR, 0, None, None, config.model_type)
 
 
 @contextlib.contextmanager
@@ -59,27 +59,27 @@ def drawing_after_training(model_dir):
                           f"draw them)") from None
 
 
-def export(settings) -> None:
+def run_export(settings) -> None:
     """``bert|gpt export``: the attention of a trained model on MRPC test pairs, pickled."""
     with writing([Output("--output", settings.output)], {"--model-dir": settings.model_dir}):
         start_tensorflow()
         from nlp_tutorials.training.checkpoints import restore_model
 
         model, tokenizer = restore_model(settings.model_dir, settings.model_type)
-        export_attention(model, tokenizer, settings.n, settings.output)
+        pickle_attention(model, tokenizer, settings.n, settings.output)
 
 
-def export_attention(model, tokenizer, n: int, output, test_pairs=None) -> Path:
+def pickle_attention(model, tokenizer, n: int, output, test_pairs=None) -> Path:
     """Pickle the attention of a GPT or BERT on the first ``n`` MRPC test pairs (read unless
     ``test_pairs`` are given)."""
-    from nlp_tutorials.analysis.visual import export_attention as export_pairs
+    from nlp_tutorials.analysis.visual import export_attention
 
-    path = export_pairs(model, tokenizer, n, output, pairs=test_pairs)
+    path = export_attention(model, tokenizer, n, output, pairs=test_pairs)
     print(f"attention of {n} test pairs written to {path}")
     return path
 
 
-def plot(settings) -> None:
+def run_plot(settings) -> None:
     """``plot``: heatmaps of every example in a pickle, and one line view."""
     with writing([Output("--output-dir", settings.output_dir, folder=True)],
                  {"--input": settings.input}):
@@ -95,9 +95,9 @@ def draw(pickle_path, output_dir, case, layer, head, model_name) -> None:
     print("pictures written:\n" + "\n".join(f"  {p}" for p in paths))
 
 
-def explore(settings) -> None:
+def run_explore(settings) -> None:
     """``explore``: one HTML page from a pickle (--input) or a model (--model-dir)."""
-    from nlp_tutorials.analysis.explorer import explore as write_page
+    from nlp_tutorials.analysis.explorer import explore
 
     model_dir = None if settings.input else (settings.model_dir
                                              or trained_dir(settings.model_type))
@@ -105,14 +105,14 @@ def explore(settings) -> None:
     page = Output("--output", settings.output, checked=False)
     with writing([page], {"--input": settings.input, "--model-dir": model_dir,
                           "--importance": settings.importance, "--data": settings.data}):
-        path = write_page(settings.model_type, settings.output, model_dir,
+        path = explore(settings.model_type, settings.output, model_dir,
                           settings.input or None, settings.n, settings.example, settings.layer,
                           settings.head, settings.view, settings.importance,
                           data_dir=settings.data)
     print(f"explorer page written to {path}")
 
 
-def prepare(settings) -> None:
+def run_prepare(settings) -> None:
     """``prepare``: the tokenizer, then the shards (nlp_tutorials.sources.shards)."""
     from nlp_tutorials.sources.corpus import learn_tokenizer
     from nlp_tutorials.text.tokenization import load_tokenizer
@@ -133,7 +133,7 @@ def prepare(settings) -> None:
                        settings.max_len, settings.seed)
 
 
-def finetune(config) -> None:
+def run_finetune(config) -> None:
     """``bert finetune``: fine-tune on the task, report dev and test scores, save the model."""
     # A recipe search's search.json is worth keeping alone: the next run goes on from it.
     output_dir = Output("--output-dir", worker_dir(config.output_dir, config.strategy),
@@ -146,12 +146,12 @@ def finetune(config) -> None:
         task = config.make_task()
         task.read_splits()  # before TensorFlow: a bad file answers in a moment
         start_tensorflow()
-        from nlp_tutorials.training.finetuning import finetune as finetune_task
+        from nlp_tutorials.training.finetuning import finetune
 
-        finetune_task(config, task=task)
+        finetune(config, task=task)
 
 
-def evaluate(settings) -> None:
+def run_evaluate(settings) -> None:
     """``bert evaluate``: the scores printed, metrics and predictions written beside them."""
     output_dir = settings.output_dir or settings.model_dir
     # Into the model folder by default: the same flag names both, as `heads` writes there.
@@ -166,27 +166,27 @@ def evaluate(settings) -> None:
                        settings.file or None)
 
 
-def predict(settings) -> None:
+def run_predict(settings) -> None:
     """``bert predict``: one line per pair; on a malformed line, the pairs before it first."""
     if settings.input != "-" and not Path(settings.input).is_file():
         raise UserError(f"{settings.input}: no such file; expected the model's input, one "
                         f"example a line (MRPC: a TSV of sentence pairs; docs/tasks.md has "
                         f"each task's)")
     start_tensorflow()
-    from nlp_tutorials.training.finetuning import load_finetuned, predict as predict_pairs
+    from nlp_tutorials.training.finetuning import load_finetuned, predict
 
     head, tokenizer, task = load_finetuned(settings.model_dir)
     if settings.input == "-":
-        predict_pairs(head, tokenizer, task, sys.stdin, "<stdin>")
+        predict(head, tokenizer, task, sys.stdin, "<stdin>")
         return
     try:
         with open(settings.input, encoding="utf-8-sig") as lines:
-            predict_pairs(head, tokenizer, task, lines, settings.input)
+            predict(head, tokenizer, task, lines, settings.input)
     except UnicodeDecodeError as err:
         raise UserError(f"{settings.input}: not UTF-8 text ({err.reason})") from None
 
 
-def heads(settings) -> None:
+def run_heads(settings) -> None:
     """``bert heads``: score, study, prune (nlp_tutorials.analysis.bertology)."""
     start_tensorflow()
     from nlp_tutorials.analysis.bertology import heads_command
@@ -196,7 +196,7 @@ def heads(settings) -> None:
                   settings.recover_epochs, data_dir=settings.data)
 
 
-def export_model(settings) -> None:
+def run_export_model(settings) -> None:
     """``bert export-model``: an existing version folder is refused before TensorFlow loads."""
     from nlp_tutorials.system.files import refuse_existing
 
@@ -210,14 +210,14 @@ def export_model(settings) -> None:
 
             export_onnx(settings.model_dir, settings.output, settings.version, settings.overwrite)
             return
-        from nlp_tutorials.serving.savedmodel import export_model as export_saved_model
+        from nlp_tutorials.serving.savedmodel import export_model
 
-        export_saved_model(settings.model_dir, settings.output, settings.version,
+        export_model(settings.model_dir, settings.output, settings.version,
                            settings.overwrite, settings.ids_only, xla=settings.xla,
                            precision=settings.precision)
 
 
-def split_squad(settings) -> None:
+def run_split_squad(settings) -> None:
     """``bert split-squad``: two SQuAD files, train and scored, from one; TensorFlow unneeded."""
     if not Path(settings.input).is_file():
         raise UserError(f"--input {settings.input}: no such file; expected a SQuAD JSON file")
@@ -229,7 +229,7 @@ def split_squad(settings) -> None:
         write_split(settings.input, settings.train_articles, settings.output)
 
 
-def generate(settings) -> None:
+def run_generate(settings) -> None:
     """``gpt generate``: the prompt continued, greedily or by seeded sampling."""
     start_tensorflow()
     from nlp_tutorials.models.decoding import continue_text, greedy, sampler
@@ -241,43 +241,55 @@ def generate(settings) -> None:
     print(continue_text(model, tokenizer, settings.prompt, settings.max_new_tokens, choose))
 
 
-def train_dates(config, options) -> None:
+def run_train_dates(config, options) -> None:
     """``transformer train``: learn the date task, then (unless --no-plots) draw attention."""
     model_dir = Output("--model-dir", config.model_dir, folder=True, lock=True,
                        results=(DATE_WEIGHTS,))
     with writing([model_dir]):
         start_tensorflow()
-        from nlp_tutorials.training.seq2seq import train as train_date_model
+        from nlp_tutorials.training.seq2seq import train
 
-        train_date_model(config)
+        train(config)
     if not options.no_plots:
         with drawing_after_training(config.model_dir):
-            pickle_path = export_date_attention(config.model_dir, EXPORT_EXAMPLES,
+            pickle_path = pickle_date_attention(config.model_dir, EXPORT_EXAMPLES,
                                                 default_pickle("transformer"))
-            draw(pickle_path, RESULTS, 0, None, None, "transformer")
+            draw(pickle_path, RESULTS_DIR, 0, None, None, "transformer")
 
 
-def translate(settings) -> None:
+def run_translate(settings) -> None:
     """``transformer translate``: each date rewritten, one line each."""
     start_tensorflow()
-    from nlp_tutorials.training.seq2seq import load, translate as translate_dates
+    from nlp_tutorials.training.seq2seq import load, translate
 
-    translations = translate_dates(load(settings.model_dir), settings.dates)
+    translations = translate(load(settings.model_dir), settings.dates)
     for text, translation in zip(settings.dates, translations):
         print(f"{text} -> {translation}")
 
 
-def export_dates(settings) -> None:
+def run_export_dates(settings) -> None:
     """``transformer export``: the attention on held-out dates, pickled."""
     with writing([Output("--output", settings.output)], {"--model-dir": settings.model_dir}):
-        export_date_attention(settings.model_dir, settings.n, settings.output)
+        pickle_date_attention(settings.model_dir, settings.n, settings.output)
 
 
-def export_date_attention(model_dir, n: int, output) -> Path:
+def pickle_date_attention(model_dir, n: int, output) -> Path:
     start_tensorflow()
-    from nlp_tutorials.analysis.visual import export_date_attention as export_held_out
+    from nlp_tutorials.analysis.visual import export_date_attention
     from nlp_tutorials.training.seq2seq import load
 
-    path = export_held_out(load(model_dir), n, output)
+    path = export_date_attention(load(model_dir), n, output)
     print(f"attention of {n} held-out dates written to {path}")
     return path
+
+
+def run_baseline(settings) -> None:
+    """``python -m nlp_tutorials.baseline``: a line per baseline and split scored; no
+    TensorFlow (fitting imports scikit-learn)."""
+    from nlp_tutorials.analysis.task_baselines import report_line, run_baselines
+    from nlp_tutorials.tasks import get_task
+
+    task = get_task(settings.task, data_dir=settings.data or None,
+                    paths={"train": settings.train, "dev": settings.dev, "test": settings.test})
+    for result in run_baselines(task, settings.train_articles):
+        print(report_line(task, result))

@@ -1,7 +1,7 @@
 """The settings of the commands that are not a training run, one dataclass each.
 
 Declared as :mod:`nlp_tutorials.training.config` declares a run's: each field made with
-:func:`~nlp_tutorials.training.config.setting` is a flag whose default and help are written
+:func:`~nlp_tutorials.system.settings.setting` is a flag whose default and help are written
 once, here; ``check()`` holds the rules between fields. Defaults that depend on the model
 family (``model_dir``, the pickle's name) are set per family by :mod:`nlp_tutorials.cli.commands`.
 """
@@ -11,25 +11,27 @@ from pathlib import Path
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as CORPUS_MAX_LEN
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import require_folder
-from nlp_tutorials.training.config import (
-    FinetuneConfig,
-    FINETUNED_DIR,
+from nlp_tutorials.system.settings import (
     Settings,
-    TrainConfig,
     non_negative_int,
     positive_float,
     positive_int,
     setting,
     value_kind,
 )
+from nlp_tutorials.tasks import named_tasks, task_flag_help
+from nlp_tutorials.training.config import (
+    FINETUNED_DIR,
+    RANDOM_ORDERS,
+    TOKENIZERS,
+    FinetuneConfig,
+    TrainConfig,
+    trained_dir,
+)
 
 EXPORT_EXAMPLES = 32  # examples exported after training, and by `export`
+RESULTS_DIR = "visual/results"  # where pictures and pages go by default
 share = value_kind(float, "a share of the heads in [0, 1)", lambda value: 0 <= value < 1)
-
-
-def trained_dir(model_name: str) -> str:
-    """Where ``train`` puts a model family's model, and where the other commands look."""
-    return f"visual/models/{model_name}"
 
 
 def default_pickle(model_name: str) -> str:
@@ -37,7 +39,7 @@ def default_pickle(model_name: str) -> str:
 
 
 def explorer_page(model_name: str) -> str:
-    return f"visual/results/{model_name}_explorer.html"
+    return f"{RESULTS_DIR}/{model_name}_explorer.html"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -72,7 +74,7 @@ class PlotSettings(Settings):
 
     model_type: str = "bert"
     input: str = setting(default_pickle("bert"), "pickle written by export")
-    output_dir: str = setting("visual/results", "where PNGs go")
+    output_dir: str = setting(RESULTS_DIR, "where PNGs go")
     case: int = setting(0, "which example to draw", kind=non_negative_int)
     layer: int | None = setting(None, "layer of the line view", kind=non_negative_int,
                          default_help="the last")
@@ -120,8 +122,8 @@ class PrepareSettings(Settings):
     shards: int = setting(1, "number of shard files; at least the number of workers that will "
                              "train", kind=positive_int)
     max_len: int = setting(CORPUS_MAX_LEN, "tokens per sequence", kind=positive_int)
-    tokenizer: str = setting("word", "tokenizer learned from the corpus",
-                             choices=("word", "wordpiece"))
+    tokenizer: str = setting(TrainConfig.tokenizer, "tokenizer learned from the corpus",
+                             choices=TOKENIZERS)
     vocab_size: int = setting(TrainConfig.vocab_size, "most tokens in the learned vocabulary",
                               kind=positive_int)
     tokenizer_sample_mb: int = setting(TrainConfig.tokenizer_sample_mb, "learn the vocabulary "
@@ -172,7 +174,7 @@ class HeadsSettings(Settings):
     model_dir: str = setting(FINETUNED_DIR, "fine-tuned model from `finetune`; "
                                                         "head_importance.json is written "
                                                         "beside it")
-    output_dir: str = setting("visual/results", "pictures")
+    output_dir: str = setting(RESULTS_DIR, "pictures")
     data: str | None = setting(None, "folder holding the task's files (its dev file is scored; "
                                      "the data is not saved with a model)", metavar="DIR",
                                default_help="the shipped MRPC")
@@ -184,7 +186,7 @@ class HeadsSettings(Settings):
     study: bool = setting(False, "also mask 0%, 10%, ..., 90% of the heads, least important "
                                  "first and in random orders, scoring the task's test split "
                                  "(its dev split without one) each time")
-    random_orders: int = setting(3, "random orders the study averages as its control",
+    random_orders: int = setting(RANDOM_ORDERS, "random orders the study averages as its control",
                                  kind=positive_int)
     prune: float | None = setting(None, "write a copy without this share of the heads, least "
                                  "important first, each layer keeping one (e.g. 0.4)",
@@ -294,3 +296,23 @@ class TranslateSettings(Settings):
 
         for text in self.dates:
             parse_source(text)
+
+
+@dataclasses.dataclass(kw_only=True)
+class BaselineSettings(Settings):
+    """``python -m nlp_tutorials.baseline``: a task's simple baselines
+    (nlp_tutorials.analysis.task_baselines)."""
+
+    task: str = setting(FinetuneConfig.task, task_flag_help, choices=named_tasks, metavar="TASK")
+    data: str = setting("", "folder holding the task's files", metavar="DIR",
+                        aliases=("--data-dir",), default_help="the shipped MRPC")
+    train: str = setting("", "the train file, given outright instead of found in --data",
+                         metavar="FILE")
+    dev: str = setting("", "the dev file, given outright instead of found in --data",
+                       metavar="FILE")
+    test: str = setting("", "the test file, given outright instead of found in --data",
+                        metavar="FILE")
+    train_articles: int | None = setting(None, "SQuAD from its dev file alone: articles sorted "
+                                               "by title, the first N train, the others are "
+                                               "scored (38 of v1.1's 48, 28 of v2.0's 35)",
+                                         kind=positive_int, metavar="N")

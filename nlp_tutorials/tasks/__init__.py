@@ -6,8 +6,9 @@ CoNLL-2003 tagging (:mod:`~nlp_tutorials.tasks.conll`), SQuAD spans
 (:mod:`~nlp_tutorials.tasks.squad`) and multiple choice (:mod:`~nlp_tutorials.tasks.choice`).
 The dates task trains the encoder-decoder.
 
-``TASKS`` maps each task's name (``finetune``'s ``task``) to its class: a new task is a module
-here and one line in it.
+``TASKS`` maps each task's name (``finetune``'s ``--task``) to its class: a new task is one
+:class:`~nlp_tutorials.tasks.base.Task` subclass and one entry here, or
+:func:`register_task` at run time. The commands read their choices and help from it.
 """
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
@@ -33,6 +34,41 @@ TASKS = {"cola": ColaTask, "sst2": Sst2Task, "mrpc": MrpcTask, "stsb": StsbTask,
          "squad": SquadTask, "squad2": Squad2Task,
          "swag": SwagTask, "commonsenseqa": CommonsenseQaTask,
          "custom": CustomTask}
+
+
+# How ``--task``'s help groups the tasks, by shape.
+SHAPE_WORDS = {"sequence": "a label or score of a sentence or pair", "token": "a tag per word",
+               "span": "answer spans", "choice": "multiple choice"}
+
+
+def register_task(name: str, task_class: type) -> None:
+    """Make ``task_class`` (a :class:`Task` subclass whose ``name`` is ``name``) known to every
+    command as ``--task name``, as an entry in :data:`TASKS` would."""
+    if not (isinstance(task_class, type) and issubclass(task_class, Task)):
+        raise TypeError(f"register_task({name!r}, ...): expected a Task subclass, got "
+                        f"{task_class!r}")
+    if task_class.name != name:
+        raise ValueError(f"register_task({name!r}, ...): the class is named "
+                         f"{task_class.name!r}; a saved model finds its task by that name")
+    if TASKS.get(name, task_class) is not task_class:
+        raise ValueError(f"register_task({name!r}, ...): {name} is {TASKS[name].__name__}")
+    TASKS[name] = task_class
+
+
+def named_tasks() -> tuple:
+    """The names ``--task`` accepts: every task in :data:`TASKS`, registered ones included, but
+    a user's own table, which ``finetune``'s ``--text-columns`` chooses."""
+    return tuple(name for name in TASKS if name != CustomTask.name)
+
+
+def task_flag_help() -> str:
+    """``--task``'s help: the names grouped by shape, "the task: cola, mrpc (a label or score
+    of a sentence or pair); conll2003 (a tag per word); ..."."""
+    groups = {}
+    for name in named_tasks():
+        groups.setdefault(TASKS[name].shape, []).append(name)
+    return "the task: " + "; ".join(f"{', '.join(group)} ({SHAPE_WORDS.get(shape, shape)})"
+                                    for shape, group in groups.items())
 
 
 def get_task(name: str, **options) -> Task:

@@ -2,8 +2,8 @@
 
 MRPC and QQP are reported as accuracy and F1 of the positive class (label 1), CoLA as the
 Matthews correlation, STS-B as the Pearson and Spearman correlations of predicted and gold
-scores, the other GLUE tasks as accuracy (Wang et al., 2018). These helpers also give the
-majority-class baseline that any model must beat, and mean ± std over seeds.
+scores, the other GLUE tasks as accuracy (Wang et al., 2018). Also mean ± std over seeds; the
+majority-class baseline is :func:`nlp_tutorials.analysis.task_baselines.fit_majority`.
 """
 import numpy as np
 
@@ -118,19 +118,3 @@ def mean_std(values) -> tuple[float, float]:
         raise UserError("no values to average")
     std = float(np.std(values, ddof=1)) if values.size > 1 else 0.0
     return float(np.mean(values)), std
-
-
-def majority_baseline(train_labels, test_labels) -> dict:
-    """Scores of always predicting the most frequent train label (the smaller label on a tie).
-
-    Returns ``{"accuracy": float, "f1": float}`` on ``test_labels``; F1 is of class 1.
-    """
-    train_labels = np.asarray(train_labels).ravel()
-    test_labels = np.asarray(test_labels).ravel()
-    if train_labels.size == 0:
-        raise UserError("no train labels to find the majority class in")
-    values, counts = np.unique(train_labels, return_counts=True)
-    majority = values[np.argmax(counts)]  # np.unique sorts, argmax takes the first: smaller wins
-    predictions = np.full(test_labels.shape, majority)
-    return {"accuracy": accuracy(test_labels, predictions),
-            "f1": f1_score(test_labels, predictions)}

@@ -2,142 +2,66 @@
 
 One run of each command: :class:`TrainConfig` (``bert|gpt train``), :class:`FinetuneConfig`
 (``bert finetune``) and :class:`DateTrainConfig` (``transformer train``). A field declared with
-:func:`setting` is also a command-line flag: its default, help text and kind of value (a
-positive integer, a probability, one of some choices) are written once, here, and the command
-line (:mod:`nlp_tutorials.cli.flags`) makes the flag and its help from them. Rules between
-fields live in each class's ``check()``, which runs whenever a config is made, from flags or
-in Python. The command line builds each config with :func:`config_from_args`. This module
+:func:`~nlp_tutorials.system.settings.setting` is also a command-line flag whose default, help
+text and kind of value are written once, here (the machinery: :mod:`nlp_tutorials.system.settings`).
+Rules between fields live in each class's ``check()``, which runs whenever a config is made,
+from flags or in Python. This module
 imports no TensorFlow (nor argparse).
 """
 import dataclasses
-import math
 from pathlib import Path
 
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, require_folder
-from nlp_tutorials.system.values import check_integer, is_integer, is_number, refuse, shown
+from nlp_tutorials.system.files import require_folder
+from nlp_tutorials.system.settings import (
+    Settings,
+    checked,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+    setting,
+)
+from nlp_tutorials.system.values import check_integer, refuse
+from nlp_tutorials.tasks import TASKS, dates, get_task, named_tasks, task_flag_help
+from nlp_tutorials.tasks.squad import squad_version
 from nlp_tutorials.training.distribute import (
-    PRECISIONS,
-    STRATEGIES,
     check_flags,
+    cpu_replicas_setting,
     parse_tf_config,
+    precision_setting,
+    strategy_setting,
 )
 
 
-# --- kinds of value: text from the command line -> a checked value ---
-
-def value_kind(convert, expected: str, accepts):
-    """A parser of flag text: ``convert(text)``, refused unless ``accepts(value)``.
-
-    A refusal is a ValueError whose message names what was expected and what came, e.g.
-    "expected a positive integer, got 0" (the command line adds the flag's name).
-    """
-    def parse(text: str):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise ValueError(f"expected {expected}, got {text!r}") from None
-        if not accepts(value):
-            raise ValueError(f"expected {expected}, got {text}")
-        return value
-
-    # The same rule checks the value when a saved run is read back (read_saved_settings).
-    parse.expected, parse.accepts = expected, accepts
-    return parse
+MODELS_DIR = "visual/models"  # where each command puts and looks for models by default
+TOKENIZERS = ("word", "wordpiece")  # the kinds of tokenizer a run or `prepare` learns
 
 
-positive_int = value_kind(int, "a positive integer", lambda value: value >= 1)
-non_negative_int = value_kind(int, "a non-negative integer", lambda value: value >= 0)
-positive_float = value_kind(float, "a positive number",
-                            lambda value: math.isfinite(value) and value > 0)
-non_negative_float = value_kind(float, "a non-negative number",
-                                lambda value: math.isfinite(value) and value >= 0)
-probability = value_kind(float, "a probability in [0, 1)", lambda value: 0 <= value < 1)
+def trained_dir(model_name: str) -> str:
+    """Where ``train`` puts a model family's model, and where the other commands look."""
+    return f"{MODELS_DIR}/{model_name}"
 
 
-@dataclasses.dataclass(frozen=True)
-class Flag:
-    """How a settings field appears on the command line (see :func:`setting`)."""
-
-    help: str
-    kind: object = None           # a parser such as positive_int; None: the text as it is
-    choices: tuple = None
-    spelling: str = None          # e.g. "--no-swap"; None: "--" + the field's name, dashed
-    metavar: str = None
-    default_help: str = None      # what the default means when its value would not say it
-    models: tuple = None          # the model families that have the flag; None: all
-    exclusive: str = None         # flags with the same group name exclude each other
-    positional: bool = False
-    many: bool = False            # a positional taking one or more values
+EXTENSION_RECORD = '{"at_step": step, "from_steps": steps, "to_steps": steps}'
 
 
-FLAG = "flag"  # the key of a field's Flag in its metadata
-RULE = "rule"  # the key of a flag-less field's (kind, choices) in its metadata
-
-
-def setting(default=dataclasses.MISSING, help: str = "", **flag):
-    """A dataclass field that is also a command-line flag.
-
-    ``default`` is the value when the flag is absent (none: the flag is required); ``help``
-    is the flag's help, to which the default is added; ``flag`` holds :class:`Flag`'s other
-    fields. ``help`` and ``default_help`` may name the model family's words in braces:
-    ``{examples}`` ("MRPC test pairs", "held-out dates"), ``{model_dir}``.
-
-    Example: ``steps: int = setting(1000, "optimisation steps", kind=positive_int)`` is the
-    flag ``--steps STEPS``, helped as "optimisation steps (default 1000)", refusing
-    ``--steps 0`` with "expected a positive integer, got 0".
-    """
-    return dataclasses.field(default=default, metadata={FLAG: Flag(help, **flag)})
-
-
-def checked(default, kind=None, choices: tuple = None):
-    """A dataclass field that is no flag, but whose value is checked as a flag's would be when
-    a saved run is read back (:func:`read_saved_settings`): ``kind`` (a parser such as
-    :data:`positive_int`), ``choices``."""
-    return dataclasses.field(default=default, metadata={RULE: (kind, choices)})
-
-
-class Settings:
-    """What every settings dataclass shares: its rules are checked as soon as it is made."""
-
-    def __post_init__(self):
-        self.check()
-
-    def check(self, given: frozenset = frozenset()) -> None:
-        """Refuse settings that cannot work together, in the words of the command's flags.
-
-        ``given`` names the fields set on the command line (empty when made in Python).
-        """
-
-    def check_inputs(self) -> None:
-        """Refuse settings naming a folder, file or environment variable that is not usable.
-
-        Run by :func:`config_from_args` before the command starts (and so before TensorFlow
-        loads); not on every construction, so a config may name a folder still to be made.
-        """
-
-
-# Where and how the step runs (docs/scaling.md): the same three settings for train and finetune.
-
-def strategy_setting():
-    return setting("default", "where the step runs: 'default' (one device), 'mirrored' (every "
-                              "local GPU, or --cpu-replicas logical CPUs), 'multiworker' (the "
-                              "cluster in TF_CONFIG), 'tpu'; --batch-size is the global batch, "
-                              "split across replicas", choices=STRATEGIES)
-
-
-def cpu_replicas_setting():
-    # 0: not given (mirrored uses the GPUs, or the CPU as one replica).
-    return setting(0, "with --strategy mirrored on a machine without GPUs: split the CPU into "
-                      "this many logical devices, one replica each", kind=positive_int,
-                   default_help="1")
-
-
-def precision_setting():
-    return setting("float32", "'float32', or Keras mixed precision: 'mixed_float16' (with loss "
-                              "scaling; GPUs) or 'mixed_bfloat16' (TPUs, recent GPUs and CPUs)",
-                   choices=PRECISIONS)
+def check_schedule_records(records, path) -> None:
+    """``schedule_extensions`` as ``train --resume --steps`` writes it: a list of records, each
+    the step the run was extended at and its steps before and after. Whether they make one
+    schedule ending at ``steps`` is checked when it is built (training.pretraining)."""
+    if not isinstance(records, list):
+        raise refuse(path, "schedule_extensions", records, f"a list of {EXTENSION_RECORD}")
+    for index, record in enumerate(records):
+        field = f"schedule_extensions[{index}]"
+        if not isinstance(record, dict) or not {"at_step", "from_steps", "to_steps"} <= set(
+                record):
+            raise refuse(path, field, record, EXTENSION_RECORD)
+        check_integer(record["at_step"], f"{field}.at_step", path, minimum=0)
+        for name in ("from_steps", "to_steps"):
+            check_integer(record[name], f"{field}.{name}", path, minimum=1)
 
 
 # BERT's optimizer settings, which pre-training and fine-tuning share (no flags).
@@ -160,7 +84,7 @@ class TrainConfig(Settings):
     """
 
     model_type: str = checked("bert", choices=("bert", "gpt"))
-    model_dir: str = setting("visual/models/bert", "where checkpoints, vocab and config go")
+    model_dir: str = setting(trained_dir("bert"), "where checkpoints, vocab and config go")
     steps: int = setting(1000, "optimisation steps", kind=positive_int)
     batch_size: int = setting(16, "sequences per step", kind=positive_int)
     learning_rate: float = setting(5e-4, "peak AdamW learning rate, reached after 10% warm-up, "
@@ -178,8 +102,7 @@ class TrainConfig(Settings):
                                       "'paraphrase' (the MRPC label)",
                             choices=("random", "paraphrase"))
     tokenizer: str = setting("word", "'word' (whole words) or 'wordpiece' (BERT's sub-words, a "
-                                     "vocabulary learned from MRPC train)",
-                             choices=("word", "wordpiece"))
+                                     "vocabulary learned from MRPC train)", choices=TOKENIZERS)
     vocab_size: int = setting(8000, "WordPiece vocabulary size, special tokens and characters "
                                     "included", kind=positive_int)
     whole_word_mask: bool = setting(False, "mask all pieces of a chosen word together (BERT's "
@@ -198,7 +121,7 @@ class TrainConfig(Settings):
     # {"at_step", "from_steps", "to_steps", "rate_at_step"} record; the schedule of an extended
     # run is rebuilt from the first record's from_steps and every at_step and to_steps (see
     # nlp_tutorials.training.optimization.WarmupLinearDecay); rate_at_step is for the reader of the file.
-    schedule_extensions: tuple = ()
+    schedule_extensions: tuple = checked((), check=check_schedule_records)
     # Pre-train on your own text instead of MRPC (docs/corpus.md): a corpus read as a stream
     # (its tokenizer learned from its first ``tokenizer_sample_mb`` MB), or the TFRecord
     # shards ``prepare`` wrote. Empty: MRPC.
@@ -297,23 +220,26 @@ class TrainConfig(Settings):
         _check_cluster(self.strategy)
 
 
-# The tasks `finetune --task` knows (nlp_tutorials.tasks.TASKS, less the own-data task that
-# --text-columns chooses), named here so --help answers before any task module loads.
-TASK_NAMES = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "conll2003",
-              "squad", "squad2", "swag", "commonsenseqa")
 OWN_DATA_TASK = "custom"  # --train FILE --text-columns ...: a user's own table
 FILE_FORMATS = ("csv", "tsv", "jsonl", "conll", "squad")
-FINETUNED_DIR = "visual/models/bert_mrpc"  # finetune's default --output-dir, the other commands'
-# default --model-dir
+
+
+def finetuned_dir(task: str) -> str:
+    """Where ``finetune`` puts a model of ``task`` by default."""
+    return trained_dir(f"bert_{task}")
+
+
+FINETUNED_DIR = finetuned_dir("mrpc")  # the default --model-dir of the commands that read one
+RANDOM_ORDERS = 3  # `bert heads --study`'s control: random orders of masking, averaged
 
 
 @dataclasses.dataclass
 class FinetuneConfig(Settings):
     """One fine-tuning run of a task (MRPC by default; defaults in docs/tasks.md).
 
-    The task is ``task`` (one of :data:`TASK_NAMES`), its files found in ``data`` under their
-    usual names or given outright (``train``, ``dev``, ``test``); or a user's own table
-    (``text_columns``, ``label_column``, ``regression``), own tagging or question-answering
+    The task is ``task`` (one of :func:`~nlp_tutorials.tasks.named_tasks`), its files found in
+    ``data`` under their usual names or given outright (``train``, ``dev``, ``test``); or a
+    user's own table (``text_columns``, ``label_column``, ``regression``), tagging or SQuAD
     files (``file_format`` "conll" or "squad"). ``epochs``, ``batch_size``, ``learning_rate``
     and ``max_len`` left None take the task's recipe (``Task.recipe``, ``default_max_len``).
 
@@ -325,10 +251,7 @@ class FinetuneConfig(Settings):
     ``precision`` are as in :class:`TrainConfig`.
     """
 
-    task: str = setting("mrpc", "the task: GLUE's cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, "
-                                "wnli; conll2003 (named entities); squad, squad2 (answer "
-                                "spans); swag, commonsenseqa (multiple choice)",
-                        choices=TASK_NAMES, metavar="TASK")
+    task: str = setting("mrpc", task_flag_help, choices=named_tasks, metavar="TASK")
     data: str = setting("", "folder holding the task's files under their usual names "
                             "(docs/tasks.md)", metavar="DIR",
                         default_help="MRPC's shipped copy for mrpc; needed for the others")
@@ -347,7 +270,7 @@ class FinetuneConfig(Settings):
                                    "default: from the file's suffix), conll (tagging) or "
                                    "squad (question answering)", choices=FILE_FORMATS,
                                spelling="--format")
-    model_dir: str = setting("visual/models/bert", "pre-trained model from `train`")
+    model_dir: str = setting(trained_dir("bert"), "pre-trained model from `train`")
     from_scratch: bool = setting(False, "start from random weights instead")
     init_from: str = setting("", "start from a real pretrained BERT instead: a folder with "
                                  "config.json, vocab.txt and model.safetensors (HuggingFace) or "
@@ -359,8 +282,7 @@ class FinetuneConfig(Settings):
     stride: int = setting(128, "tagging and SQuAD: tokens between the starts of two windows "
                                "of one long input", kind=positive_int)
     output_dir: str = setting("", "where the fine-tuned model goes",
-                              default_help=f"{FINETUNED_DIR} for mrpc, else "
-                                           f"visual/models/bert_TASK")
+                              default_help=f"{finetuned_dir('TASK')}")
     epochs: int | None = setting(None, "passes over the train examples", kind=positive_int,
                                  default_help="the task's recipe, 3 for most")
     batch_size: int | None = setting(None, "examples per step", kind=positive_int,
@@ -404,16 +326,13 @@ class FinetuneConfig(Settings):
             self.task = OWN_DATA_TASK
         elif self.file_format == "conll":
             self.task = "conll2003"
-        from nlp_tutorials.tasks import TASKS
-
         task_class = TASKS.get(self.task)
         recipe = task_class.recipe if task_class else {}
         for name in ("epochs", "batch_size", "learning_rate"):
             if getattr(self, name) is None:
                 setattr(self, name, recipe.get(name))
         if not self.output_dir:
-            self.output_dir = (FINETUNED_DIR if self.task == "mrpc"
-                               else f"visual/models/bert_{self.task}")
+            self.output_dir = finetuned_dir(self.task)
         super().__post_init__()
 
     def check(self, given: frozenset = frozenset()) -> None:
@@ -446,12 +365,8 @@ class FinetuneConfig(Settings):
         """The task these settings name, reading from ``data`` or the files given outright;
         for a user's own files, the task their flags describe (docs/tasks.md, "Your own
         data"). Nothing is read yet."""
-        from nlp_tutorials.tasks import get_task
-
         name, options = self.task, {}
         if self.file_format == "squad":
-            from nlp_tutorials.tasks.squad import squad_version
-
             name = squad_version(self.train)
         if self.file_format == "conll":
             options = {"columns": None}  # any number of columns: the word first, its tag last
@@ -465,8 +380,6 @@ class FinetuneConfig(Settings):
 
     def check_inputs(self) -> None:
         """The data folder, the files given, the pretrained folder and TF_CONFIG are usable."""
-        from nlp_tutorials.tasks import TASKS
-
         require_folder(self.data, "--data", f"the {TASKS[self.task].title} files")
         for flag in ("train", "dev", "test"):
             path = getattr(self, flag)
@@ -483,12 +396,10 @@ class FinetuneConfig(Settings):
 
 @dataclasses.dataclass
 class DateTrainConfig(Settings):
-    """One training run on the date task (defaults reach >= 99% held-out exact match).
+    """One training run on the date task (:mod:`nlp_tutorials.tasks.dates`), run by
+    :mod:`nlp_tutorials.training.seq2seq`; the defaults reach >= 99% held-out exact match."""
 
-    See :mod:`nlp_tutorials.tasks.dates` for the task and :mod:`nlp_tutorials.training.seq2seq` for the run.
-    """
-
-    model_dir: str = setting("visual/models/transformer", "where config.json and the weights go")
+    model_dir: str = setting(trained_dir("transformer"), "where config.json and the weights go")
     steps: int = setting(600, "optimisation steps", kind=positive_int)
     batch_size: int = setting(64, "dates per step", kind=positive_int)
     learning_rate: float = setting(2e-3, "peak AdamW rate, 10% warm-up then linear decay",
@@ -503,8 +414,6 @@ class DateTrainConfig(Settings):
 
     def model_config(self) -> ModelConfig:
         """The encoder-decoder Transformer this run trains (its vocabulary: the date task's)."""
-        from nlp_tutorials.tasks import dates
-
         return ModelConfig(model_type="transformer", vocab_size=len(dates.VOCAB),
                            hidden_size=self.dim, num_hidden_layers=self.layers,
                            num_attention_heads=self.heads, intermediate_size=4 * self.dim,
@@ -516,93 +425,6 @@ class DateTrainConfig(Settings):
     def check(self, given: frozenset = frozenset()) -> None:
         """Refuse settings that cannot work together, in the words of the command's flags."""
         _check_heads(self.dim, self.heads)
-
-
-def config_from_args(config_class, args, **values) -> tuple:
-    """A run's config from parsed command-line ``args``: (config, names of the fields given).
-
-    Each field of ``config_class`` whose flag was given (an attribute of ``args`` that is not
-    None: the parsers leave an absent flag out) takes the flag's value; ``values`` set fields
-    that come from elsewhere (``model_type``, a default ``model_dir``); the rest keep the class
-    defaults. The config's ``check()`` then refuses settings that cannot work together, and
-    ``check_inputs()`` folders and files that are not there. ``given``, the fields set by
-    flags, lets ``train --resume`` check them against the saved run.
-    """
-    given = {field.name for field in dataclasses.fields(config_class)
-             if getattr(args, field.name, None) is not None}
-    config = config_class(**{**values, **{name: getattr(args, name) for name in given}})
-    config.check(frozenset(given))
-    config.check_inputs()
-    return config, given
-
-
-# How a saved setting of each type is recognised, and how an error names the type.
-SAVED_TYPES = {bool: (lambda value: isinstance(value, bool), "true or false"),
-               int: (is_integer, "an integer"), float: (is_number, "a finite number"),
-               str: (lambda value: isinstance(value, str), "text")}
-EXTENSION_RECORD = '{"at_step": step, "from_steps": steps, "to_steps": steps}'
-
-
-def read_saved_settings(config_class, path) -> dict:
-    """The settings a run saved in ``path`` (``train_config.json``), once each field
-    ``config_class`` declares has passed the checks its flag's value would
-    (:func:`check_saved_value`) and the fields together its ``check()``.
-
-    A file edited by hand or from elsewhere is refused in one line naming the file and field,
-    rather than failing far into the run. Keys the class does not declare are returned as they
-    are (the caller takes only the fields it wants).
-    """
-    saved = read_json_object(path)
-    fields = {field.name: field for field in dataclasses.fields(config_class)}
-    for name, value in saved.items():
-        if name in fields:
-            check_saved_value(fields[name], value, path)
-    try:
-        config_class(**{name: value for name, value in saved.items() if name in fields})
-    except UserError as error:
-        raise UserError(f"{path}: {error}") from None
-    return saved
-
-
-def check_saved_value(field, value, path) -> None:
-    """One saved setting: of its field's type (an integer is never a boolean; a float may be
-    written as an integer; numbers are finite), then, unless it is the field's default (0 may
-    mean "not given"), of its flag's kind and choices."""
-    kind, choices = field_rule(field)
-    if field.name == "schedule_extensions":
-        check_schedule_records(value, path)
-        return
-    accepted_type, type_name = SAVED_TYPES[field.type]
-    expected = ("one of " + ", ".join(map(shown, choices)) if choices
-                else kind.expected if kind else type_name)
-    if not accepted_type(value):
-        raise refuse(path, field.name, value, expected)
-    if value != field.default and ((kind and not kind.accepts(value))
-                                   or (choices and value not in choices)):
-        raise refuse(path, field.name, value, expected)
-
-
-def field_rule(field) -> tuple:
-    """(kind, choices) of a settings field: its flag's, or those :func:`checked` gave it."""
-    if FLAG in field.metadata:
-        return field.metadata[FLAG].kind, field.metadata[FLAG].choices
-    return field.metadata.get(RULE, (None, None))
-
-
-def check_schedule_records(records, path) -> None:
-    """``schedule_extensions`` as ``train --resume --steps`` writes it: a list of records, each
-    the step the run was extended at and its steps before and after. Whether they make one
-    schedule ending at ``steps`` is checked when it is built (training.pretraining)."""
-    if not isinstance(records, list):
-        raise refuse(path, "schedule_extensions", records, f"a list of {EXTENSION_RECORD}")
-    for index, record in enumerate(records):
-        field = f"schedule_extensions[{index}]"
-        if not isinstance(record, dict) or not {"at_step", "from_steps", "to_steps"} <= set(
-                record):
-            raise refuse(path, field, record, EXTENSION_RECORD)
-        check_integer(record["at_step"], f"{field}.at_step", path, minimum=0)
-        for name in ("from_steps", "to_steps"):
-            check_integer(record[name], f"{field}.{name}", path, minimum=1)
 
 
 def _default(config, name: str):

@@ -19,12 +19,36 @@ import os
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError, first_line
+from nlp_tutorials.system.settings import positive_int, setting
 from nlp_tutorials.system.values import is_integer
 
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
                      '"task": {"type": "worker", "index": 0}}')
+
+
+
+# Where and how the step runs (docs/scaling.md): the same three settings for train and finetune.
+
+def strategy_setting():
+    return setting("default", "where the step runs: 'default' (one device), 'mirrored' (every "
+                              "local GPU, or --cpu-replicas logical CPUs), 'multiworker' (the "
+                              "cluster in TF_CONFIG), 'tpu'; --batch-size is the global batch, "
+                              "split across replicas", choices=STRATEGIES)
+
+
+def cpu_replicas_setting():
+    # 0: not given (mirrored uses the GPUs, or the CPU as one replica).
+    return setting(0, "with --strategy mirrored on a machine without GPUs: split the CPU into "
+                      "this many logical devices, one replica each", kind=positive_int,
+                   default_help="1")
+
+
+def precision_setting():
+    return setting("float32", "'float32', or Keras mixed precision: 'mixed_float16' (with loss "
+                              "scaling; GPUs) or 'mixed_bfloat16' (TPUs, recent GPUs and CPUs)",
+                   choices=PRECISIONS)
 
 
 def check_flags(strategy: str, cpu_replicas: int) -> None:

@@ -40,6 +40,7 @@ from nlp_tutorials.sources.source import PretrainingSource, PretrainingText, Tex
 from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
 from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.system.settings import read_saved_settings
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.tokenization import load_tokenizer
 from nlp_tutorials.training import continued
@@ -53,7 +54,7 @@ from nlp_tutorials.training.checkpoints import (
     restore_checkpoint,
     training_checkpoint,
 )
-from nlp_tutorials.training.config import TrainConfig, read_saved_settings
+from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
 from nlp_tutorials.training.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
 from nlp_tutorials.training.pretraining_evaluation import describe_predictions, evaluate

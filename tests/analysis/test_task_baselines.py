@@ -20,14 +20,13 @@ from nlp_tutorials.analysis.task_baselines import (
     fit_bag_of_words,
     fit_majority,
     fit_ridge,
-    main,
     run_baselines,
     sliding_window_answer,
     split_by_article,
 )
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
-from support import main_in_fresh_process
+from support import main_in_fresh_process, run_main
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -380,9 +379,10 @@ def test_swag_endings_carry_sent2(tmp_path):
 
 # --- the command -------------------------------------------------------------------------------
 
-def test_the_command_prints_a_line_per_baseline_and_split(tmp_path, capsys):
-    assert main(["--task", "rte", "--data", str(rte_folder(tmp_path))]) == 0
-    lines = capsys.readouterr().out.splitlines()
+def test_the_command_prints_a_line_per_baseline_and_split(tmp_path):
+    result = run_main("baseline", "--task", "rte", "--data", str(rte_folder(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
     assert lines[0] == "majority: accuracy 50.0% on dev (dev.tsv, 2 examples)"
     assert lines[1].startswith("bag of words (C ") and lines[1].endswith(
         " on dev (dev.tsv, 2 examples)")
@@ -390,7 +390,7 @@ def test_the_command_prints_a_line_per_baseline_and_split(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--task", "nope"], "unknown task 'nope'; expected one of "),
+    (["--task", "nope"], "argument --task: invalid choice: 'nope' (choose from 'cola', "),
     (["--task", "rte", "--data", "{tmp}/nowhere"], "{tmp}/nowhere: RTE data folder not found"),
     (["--task", "rte", "--data", "{tmp}", "--train-articles", "3"],
      "--train-articles 3: only SQuAD (squad, squad2) is split by article"),
@@ -398,9 +398,10 @@ def test_the_command_prints_a_line_per_baseline_and_split(tmp_path, capsys):
      "{tmp}: no train file for SQuAD v1.1; expected train-v1.1.json in --data DIR, or --train "
      "FILE; or --train-articles N to split the dev file by article"),
 ])
-def test_bad_input_is_one_line(tmp_path, capsys, argv, message):
-    assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+def test_bad_input_is_one_line(tmp_path, argv, message):
+    result = run_main("baseline", *[arg.format(tmp=tmp_path) for arg in argv])
+    assert result.returncode == 2
+    err = result.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("python -m nlp_tutorials.baseline: error: ")
     assert message.format(tmp=tmp_path) in err[0]
 

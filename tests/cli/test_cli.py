@@ -15,6 +15,7 @@ from nlp_tutorials.cli import main
 from nlp_tutorials.cli.commands import FAMILIES
 from nlp_tutorials.cli.settings import (
     AfterTraining,
+    BaselineSettings,
     EvaluateSettings,
     ExploreSettings,
     ExportModelSettings,
@@ -29,15 +30,8 @@ from nlp_tutorials.cli.settings import (
     TranslateSettings,
 )
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.training.config import (
-    FLAG,
-    DateTrainConfig,
-    FinetuneConfig,
-    TrainConfig,
-    positive_int,
-    probability,
-    setting,
-)
+from nlp_tutorials.system.settings import FLAG, flag_help, positive_int, probability, setting
+from nlp_tutorials.training.config import DateTrainConfig, FinetuneConfig, TrainConfig
 
 COMMANDS = [(model, command.name) for model, family in FAMILIES.items()
             for command in family.commands]
@@ -73,12 +67,13 @@ def calls(monkeypatch):
 def help_of(capsys, monkeypatch, model, command) -> dict:
     """{flag or positional name: its help text} from ``<command> --help``, read as printed."""
     monkeypatch.setenv("COLUMNS", "1000")  # one line per help text
-    status, out, _ = run_main(capsys, model, [command, "--help"])
+    status, out, _ = run_main(capsys, model, [command, "--help"] if command else ["--help"])
     assert status == 0
     lines = out.splitlines()
     helps = {}
     for number, line in enumerate(lines):
-        found = re.match(r"^  ([-\w]+)(?: \S+)?(?:  +(.*))?$", line)
+        # "  --data DIR, --data-dir DIR  help": a flag with its other spellings
+        found = re.match(r"^  ([-\w]+)(?: \S+)?(?:, --[-\w]+(?: \S+)?)*(?:  +(.*))?$", line)
         if found and found.group(1) not in ("-h",):
             helps[found.group(1)] = found.group(2) or lines[number + 1].strip()
     return helps
@@ -111,7 +106,7 @@ def test_every_flag_is_in_the_help_with_the_default_its_field_declares(
         if flag.default_help is not None:
             assert helps[name].endswith(f"(default: {flag.default_help.format_map(words)})")
         elif isinstance(default, bool) or default in (dataclasses.MISSING, None, ""):
-            assert "(default" not in helps[name].replace(flag.help, ""), name
+            assert "(default" not in helps[name].replace(flag_help(flag), ""), name
         else:
             assert helps[name].endswith(f"(default {default})"), (name, helps[name])
 
@@ -330,33 +325,43 @@ DISPATCH = [
      (GenerateSettings(prompt="the", sample=True, top_k=3),), {}),
     ("transformer", ["translate", "03-11-29", "98-02-26"],
      (TranslateSettings(dates=["03-11-29", "98-02-26"]),), {}),
+    ("baseline", ["--task", "rte", "--data-dir", "glue/RTE", "--train-articles", "3"],
+     (BaselineSettings(task="rte", data="glue/RTE", train_articles=3),), {}),
 ]
 
 
+def command_of(model, argv) -> str:
+    """The command ``argv`` names: its first word, or "" in a family of one command."""
+    return "" if FAMILIES[model].single else argv[0]
+
+
 def test_dispatch_covers_every_command():
-    assert sorted({(model, argv[0]) for model, argv, _, _ in DISPATCH}) == sorted(COMMANDS)
+    assert sorted({(model, command_of(model, argv)) for model, argv, _, _ in DISPATCH}) == sorted(
+        COMMANDS)
 
 
 @pytest.mark.parametrize("model, argv, settings, keywords", DISPATCH)
 def test_each_command_runs_its_function_with_the_parsed_settings(calls, capsys, model, argv,
                                                                  settings, keywords):
     assert run_main(capsys, model, argv) == (0, "", "")
-    assert calls == {(model, argv[0]): (settings, keywords)}
+    assert calls == {(model, command_of(model, argv)): (settings, keywords)}
 
 
 def test_the_table_names_each_commands_run_function():
     table = {model: {command.name: command.run for command in family.commands}
              for model, family in FAMILIES.items()}
-    shared = {"export": runs.export, "plot": runs.plot, "explore": runs.explore,
-              "prepare": runs.prepare}
+    shared = {"export": runs.run_export, "plot": runs.run_plot, "explore": runs.run_explore,
+              "prepare": runs.run_prepare}
     assert table == {
-        "bert": {"train": runs.train, **shared, "finetune": runs.finetune,
-                 "evaluate": runs.evaluate, "predict": runs.predict, "heads": runs.heads,
-                 "export-model": runs.export_model, "split-squad": runs.split_squad},
-        "gpt": {"train": runs.train, **shared, "generate": runs.generate},
-        "transformer": {"train": runs.train_dates, "translate": runs.translate,
-                        "export": runs.export_dates, "plot": runs.plot,
-                        "explore": runs.explore},
+        "bert": {"train": runs.run_train, **shared, "finetune": runs.run_finetune,
+                 "evaluate": runs.run_evaluate, "predict": runs.run_predict,
+                 "heads": runs.run_heads, "export-model": runs.run_export_model,
+                 "split-squad": runs.run_split_squad},
+        "gpt": {"train": runs.run_train, **shared, "generate": runs.run_generate},
+        "transformer": {"train": runs.run_train_dates, "translate": runs.run_translate,
+                        "export": runs.run_export_dates, "plot": runs.run_plot,
+                        "explore": runs.run_explore},
+        "baseline": {"": runs.run_baseline},
     }
 
 
@@ -375,7 +380,6 @@ def test_export_models_precisions_are_the_serving_packages():
 
     from nlp_tutorials.cli.settings import ExportModelSettings
     from nlp_tutorials.serving.precision import PRECISIONS
-    from nlp_tutorials.training.config import FLAG
 
     fields = {field.name: field for field in dataclasses.fields(ExportModelSettings)}
     assert fields["precision"].metadata[FLAG].choices == PRECISIONS

@@ -149,7 +149,8 @@ def test_every_command_that_writes_is_covered():
 
     tested = {run(model, args[0]) for model, args, *_ in OVER_INPUTS + UNDER_A_FILE}
     tested.add(run("bert", "heads"))  # below: it loads TensorFlow before its checks
-    readers = {run("bert", "predict"), run("gpt", "generate"), run("transformer", "translate")}
+    readers = {run("bert", "predict"), run("gpt", "generate"), run("transformer", "translate"),
+               run("baseline", "")}
     every = {command.run for family in FAMILIES.values() for command in family.commands}
     assert every - readers == tested
 

@@ -6,7 +6,8 @@ import pytest
 from nlp_tutorials.cli import build_parser, main, train_defaults
 from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.training.config import TrainConfig, config_from_args
+from nlp_tutorials.system.settings import config_from_args
+from nlp_tutorials.training.config import TrainConfig
 
 
 def write_documents(path, documents: int = 12):

@@ -4,9 +4,11 @@ import sys
 import numpy as np
 import pytest
 
-from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.analysis.task_baselines import fit_majority
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.metrics import accuracy, f1_score, majority_baseline, mean_std
+from nlp_tutorials.tasks import get_task
+from nlp_tutorials.tasks.metrics import accuracy, f1_score, mean_std
+from nlp_tutorials.tasks.mrpc import Pair
 
 
 def test_hand_computed_case():
@@ -72,19 +74,31 @@ def test_mean_std():
         mean_std([])
 
 
+def majority_scores(train, scored) -> dict:
+    """MRPC's scores of always answering the most frequent label of ``train``."""
+    task = get_task("mrpc")
+    predict, _ = fit_majority(task, train)
+    return task.score(scored, predict(scored))
+
+
+def pairs(labels) -> list:
+    return [Pair(label, str(i), str(i), "a", "b") for i, label in enumerate(labels)]
+
+
 def test_majority_baseline_hand_computed():
     # Train majority is 0: predicting all 0 on [1, 0, 0] is right twice, F1 of class 1 is 0.
-    assert majority_baseline([0, 0, 1], [1, 0, 0]) == {"accuracy": pytest.approx(2 / 3), "f1": 0.0}
+    assert majority_scores(pairs([0, 0, 1]), pairs([1, 0, 0])) == {
+        "accuracy": pytest.approx(2 / 3), "f1": 0.0}
     # Majority 1: TP=2, FP=1, FN=0 -> F1 = 4/5.
-    scores = majority_baseline([1, 1, 0], [1, 0, 1])
+    scores = majority_scores(pairs([1, 1, 0]), pairs([1, 0, 1]))
     assert scores == {"accuracy": pytest.approx(2 / 3), "f1": pytest.approx(4 / 5)}
-    with pytest.raises(UserError):
-        majority_baseline([], [1])
+    # A tie goes to the smaller label.
+    assert majority_scores(pairs([1, 0]), pairs([0]))["accuracy"] == 1.0
 
 
 def test_mrpc_majority_baseline():
-    train, test = load_mrpc("train"), load_mrpc("test")
-    scores = majority_baseline([p.label for p in train], [p.label for p in test])
+    task = get_task("mrpc")
+    scores = majority_scores(task.examples("train"), task.examples("test"))
     # 2,753 of 4,076 train pairs are paraphrases, so "paraphrase" is predicted for all 1,725
     # test pairs, of which 1,147 are paraphrases: TP = 1147, FP = 578, FN = 0.
     assert scores["accuracy"] == pytest.approx(1147 / 1725)

@@ -5,12 +5,8 @@ import sys
 import pytest
 
 from nlp_tutorials.cli import build_parser, build_transformer_parser, train_defaults
-from nlp_tutorials.training.config import (
-    DateTrainConfig,
-    FinetuneConfig,
-    TrainConfig,
-    config_from_args,
-)
+from nlp_tutorials.system.settings import config_from_args
+from nlp_tutorials.training.config import DateTrainConfig, FinetuneConfig, TrainConfig
 from nlp_tutorials.system.errors import UserError
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from nlp_tutorials.cli import build_parser, main
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.training.config import TrainConfig, read_saved_settings
+from nlp_tutorials.system.settings import read_saved_settings
+from nlp_tutorials.training.config import TrainConfig
 
 # A run `train` saved (dim 16, 2 layers, 2 heads), with its checkpoints.
 SAVED_RUN = Path(__file__).parents[1] / "fixtures" / "legacy_0_1" / "bert_pretrain"
