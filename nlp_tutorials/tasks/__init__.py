@@ -1,5 +1,6 @@
 """Downstream tasks: each reads its files into examples, encodes them, names its head and
-scores predictions (the seam: :mod:`nlp_tutorials.tasks.base`). The BERT paper's four shapes:
+scores predictions (the seam: :mod:`nlp_tutorials.tasks.base`). The BERT paper's four shapes
+(:mod:`~nlp_tutorials.tasks.shapes`):
 GLUE's sentence and pair classification (:mod:`~nlp_tutorials.tasks.glue`, MRPC in
 :mod:`~nlp_tutorials.tasks.mrpc`, a user's own table in :mod:`~nlp_tutorials.tasks.table`),
 CoNLL-2003 tagging (:mod:`~nlp_tutorials.tasks.conll`), SQuAD spans
