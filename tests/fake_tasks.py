@@ -10,6 +10,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.shapes import CHOICE, SEQUENCE
 
 TINY_BERT = Path(__file__).resolve().parent / "fixtures" / "bert_tiny_hf"
 
@@ -51,7 +52,7 @@ class SentenceTask(TabTask):
 
     name = "fake_sentences"
     title = "Fake sentences"
-    shape = "sequence"
+    shape = SEQUENCE
     labels = ("low", "mid", "high")
     metrics = (("accuracy", "accuracy"),)
 
@@ -110,7 +111,7 @@ class ChoiceTask(TabTask):
 
     name = "fake_choices"
     title = "Fake choices"
-    shape = "choice"
+    shape = CHOICE
     labels = ("0", "1", "2")
     metrics = (("accuracy", "accuracy"),)
 
@@ -146,7 +147,7 @@ def write_files(task, folder, splits=("train", "dev")):
     """Write a few examples of ``task`` into ``folder`` as its split files; return the folder."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if task.shape == "choice":
+    if task.shape.name == "choice":
         lines = [f"{c}\t" + "\t".join(e) + f"\t{i % 3}" for i, (c, e) in enumerate(CONTEXTS)]
     elif task.labels == ("score",):
         lines = [f"{s}\t{i * 0.8:.1f}" for i, s in enumerate(SENTENCES)]
@@ -187,8 +188,8 @@ def tiny_wordpiece_head(task, seed: int = 0, max_positions: int = 24):
                                 intermediate_size=32, max_position_embeddings=max_positions,
                                 pad_token_id=tokenizer.pad_id, hidden_dropout_prob=0.0,
                                 attention_probs_dropout_prob=0.0))
-    head = task.build_head(backbone, **({} if task.shape == "span" else {"dropout": 0.0}))
-    if task.shape in ("sequence", "choice"):
+    head = task.build_head(backbone, **({} if task.shape.name == "span" else {"dropout": 0.0}))
+    if task.shape.name in ("sequence", "choice"):
         widen_output(head, task, tokenizer)
     return head, tokenizer
 
@@ -197,7 +198,7 @@ def widen_output(head, task, tokenizer):
     """Rescale a fresh output layer so its logits on the fake examples have mean 0 and std 2
     per output (a fresh one answers nearly the same everywhere): the answers then spread, so a
     wrong token or layout shows in them."""
-    if task.shape == "choice":
+    if task.shape.name == "choice":
         examples = [Question(c, e, 0) for c, e in CONTEXTS]
     else:
         answer = "0" if task.labels == ("score",) else task.labels[0]

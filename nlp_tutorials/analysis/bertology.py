@@ -319,9 +319,7 @@ def task_with_data(task, model_dir, data_dir, dev_size: int):
 
 def example_noun(task, examples) -> str:
     """What ``examples`` are called in a report: sentence pairs, sentences or examples."""
-    if task.shape != "sequence":
-        return "examples"
-    return "pairs" if len(task.texts(examples[:1])) == 2 else "sentences"
+    return task.shape.example_noun(task, examples)
 
 
 def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned_dir,

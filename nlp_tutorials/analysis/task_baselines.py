@@ -48,7 +48,9 @@ from nlp_tutorials.analysis.baseline import (
     words,
 )
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.base import ClassPrediction, Task, counted, reported
+from nlp_tutorials.system.references import load_reference
+from nlp_tutorials.tasks.base import Task, counted, reported
+from nlp_tutorials.tasks.shapes import ClassPrediction
 from nlp_tutorials.tasks.entities import OUTSIDE, to_iob2
 from nlp_tutorials.tasks.glue import SCORERS, ScorePrediction
 from nlp_tutorials.tasks.mrpc import MrpcTask
@@ -384,23 +386,11 @@ def fit_word_overlap_choice(task: Task, train):
 # Which baselines, on which splits.
 
 def baselines_for(task: Task) -> list[tuple[str, object]]:
-    """(name, fit) of each baseline of ``task``; ``fit(task, train)`` returns ``(predict,
-    setting)``: ``predict(examples)`` gives one prediction per example, as the task's
-    ``score`` reads them, and ``setting`` says what was chosen on train ("" for nothing)."""
-    if task.shape == "token":
-        return [("most frequent tag", fit_most_frequent_tag)]
-    if task.shape == "choice":
-        return [("majority position", fit_majority_position),
-                ("word overlap", fit_word_overlap_choice)]
-    if task.shape == "span":
-        return [("sliding window", fit_sliding_window)] + (
-            [("always no answer", fit_no_answer)] if task.version == "2.0" else [])
-    if getattr(task, "regression", False):
-        return [("train mean", fit_train_mean), ("ridge", fit_ridge)]
-    found = [("majority", fit_majority), ("bag of words", fit_bag_of_words)]
-    if isinstance(task, MrpcTask):  # its own yardstick, printed second as it always was
-        found.insert(1, ("word overlap", fit_mrpc_overlap))
-    return found
+    """(name, fit) of each baseline of ``task`` (:meth:`~nlp_tutorials.tasks.base.Task.baselines`,
+    its shape's by default); ``fit(task, train)`` returns ``(predict, setting)``:
+    ``predict(examples)`` gives one prediction per example, as the task's ``score`` reads
+    them, and ``setting`` says what was chosen on train ("" for nothing)."""
+    return [(name, load_reference(fit)) for name, fit in task.baselines()]
 
 
 def split_by_article(task: Task, train_articles: int) -> tuple[list, tuple[str, list]]:
@@ -439,11 +429,11 @@ def train_and_scored(task: Task, train_articles: int | None) -> tuple[list, list
     """(train examples, [(what is scored, its examples)]): the task's files, or with
     ``train_articles`` (SQuAD only) :func:`split_by_article`'s split of its dev file."""
     if train_articles is None:
-        if task.shape == "span" and task.path("train") is None:
+        if task.splits_by_article and task.path("train") is None:
             raise UserError(f"{task.missing('train')}; or --train-articles N to split the dev "
                             f"file by article")
         return task.examples("train"), scored_splits(task)
-    if task.shape != "span":
+    if not task.splits_by_article:
         raise UserError(f"--train-articles {train_articles}: only SQuAD (squad, squad2) is "
                         f"split by article; {task.name} has its own train file")
     train, scored = split_by_article(task, train_articles)

@@ -44,6 +44,9 @@ class Head(TrainableModel):
 
     # [batch, step] of the dummy input that creates the weights; MultipleChoice adds choices.
     dummy_shape = (1, 2)
+    # Whether the outputs have a step axis (one answer per token): batches trimmed to
+    # different lengths are then padded back before they are joined.
+    per_position = False
 
     def __init__(self, backbone, **kwargs):
         super().__init__(**kwargs)
@@ -174,6 +177,8 @@ class TokenClassifier(Head):
     counts (default: every real token; with WordPiece, BERT tags only a word's first piece).
     """
 
+    per_position = True
+
     def __init__(self, backbone, num_labels: int, dropout=None, **kwargs):
         super().__init__(backbone, **kwargs)
         self.num_labels = num_labels
@@ -211,6 +216,8 @@ class SpanExtractor(Head):
     Batch for :meth:`loss_and_metrics`: ``input_ids``, ``token_type_ids`` [batch, step];
     ``start_positions``, ``end_positions`` [batch] int (the answer's first and last token).
     """
+
+    per_position = True
 
     def __init__(self, backbone, **kwargs):
         super().__init__(backbone, **kwargs)

@@ -1,13 +1,7 @@
 """Serving: a fine-tuned model exported as a TensorFlow SavedModel.
 
 :mod:`~nlp_tutorials.serving.savedmodel` holds the graph tokenizer, the sequence and choice
-modules and ``export_model``; a task shape with a module of its own (token tagging:
-:mod:`~nlp_tutorials.serving.tagging`; answer spans: :mod:`~nlp_tutorials.serving.spans`)
-imports from it and is registered in ``SERVING_MODULES`` here, once all are loaded.
-savedmodel.py never imports those modules, so there is no import cycle, and any import of the
-package sees every module registered.
+modules and ``export_model``; token tagging (:mod:`~nlp_tutorials.serving.tagging`) and answer
+spans (:mod:`~nlp_tutorials.serving.spans`) have modules of their own. Each task shape names
+the module serving it (:mod:`nlp_tutorials.tasks.shapes`), and ``export_model`` loads it.
 """
-from nlp_tutorials.serving import savedmodel, spans, tagging
-
-savedmodel.SERVING_MODULES["token"] = tagging.TaggingModule
-savedmodel.SERVING_MODULES["span"] = spans.SpanModule

@@ -35,6 +35,8 @@ import tensorflow as tf
 
 from nlp_tutorials.speed.compiled import compiled_in_buckets
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.references import load_reference
+from nlp_tutorials.tasks.shapes import SHAPES
 from nlp_tutorials.text.tokenization import CONTINUATION, MAX_WORD_CHARS, UNK, WordPieceTokenizer
 
 # google-research/bert's ranges of CJK ideographs: each such character is a word of its own.
@@ -171,6 +173,9 @@ class SequenceModule(tf.Module):
     (``sentence1``, ``sentence2``) or one ``sentence``.
     """
 
+    # Label names that say more than their index ("positive", not "1") are answered too.
+    answers_label_names = True
+
     def __init__(self, head, tokenizer, task, strings: bool = True, xla: bool = False):
         """``strings``: tokenize in the graph (a WordPiece ``tokenizer`` only); ``xla``: the
         head's call compiled by XLA on inputs padded to a multiple of 32 positions
@@ -188,10 +193,9 @@ class SequenceModule(tf.Module):
                             "pad_id": tokenizer.pad_id}
         self.tokenizer = (GraphWordPiece(tokenizer)
                           if strings and isinstance(tokenizer, WordPieceTokenizer) else None)
-        # Label names that say more than their index ("positive", not "1") are answered too.
         named = tuple(task.labels) != tuple(str(i) for i in range(len(task.labels)))
         self.label_names = (tf.constant(task.labels)
-                            if named and task.shape == "sequence" and task.num_labels > 1
+                            if named and self.answers_label_names and task.num_labels > 1
                             else None)
 
     def answer(self, logits) -> dict:
@@ -263,6 +267,8 @@ class ChoiceModule(SequenceModule):
     scores every pair and the scores of one context compete in a softmax.
     """
 
+    answers_label_names = False  # its answer is not one of the task's labels
+
     def answer(self, logits) -> dict:
         """Logits [batch, choices] -> ``probabilities`` float32 [batch, choices] and
         ``choice`` int32 [batch], the index of the most probable ending."""
@@ -295,13 +301,6 @@ class ChoiceModule(SequenceModule):
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
-# The module serving each shape (token tagging and spans are added by the package's
-# __init__); a shape with none is refused (see export_model).
-SERVING_MODULES = {"sequence": SequenceModule, "choice": ChoiceModule}
-# The shapes whose answer has no step axis, so padding to a bucket cannot show in it.
-XLA_SHAPES = ("sequence", "choice")
-
-
 WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its number rule needs "
                    "regex look-around, which the graph's RE2 lacks); tokenize with the "
                    "package's WordTokenizer, or fine-tune a WordPiece model for raw strings")
@@ -318,19 +317,21 @@ def serving_module(model_dir, strings: bool = True, xla: bool = False,
 
     head, tokenizer, task = load_finetuned(model_dir)
     head = in_precision(head, precision)
-    if task.shape not in SERVING_MODULES:
-        served = sorted(SERVING_MODULES)
-        raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape!r}; "
+    if not task.shape.serving_module:
+        served = sorted(name for name, shape in SHAPES.items() if shape.serving_module)
+        raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape.name!r}; "
                         f"export-model serves the shapes {', '.join(served[:-1])} and "
                         f"{served[-1]}")
     options = {"strings": strings}
     if xla:
-        if task.shape not in XLA_SHAPES:
+        if not task.shape.compiles_with_xla:
+            compiled = [name for name, shape in SHAPES.items() if shape.compiles_with_xla]
             raise UserError(f"--xla: {model_dir} is a {task.title} model, of shape "
-                            f"{task.shape!r}; --xla compiles the shapes "
-                            f"{' and '.join(XLA_SHAPES)} only")
+                            f"{task.shape.name!r}; --xla compiles the shapes "
+                            f"{' and '.join(compiled)} only")
         options["xla"] = True
-    return SERVING_MODULES[task.shape](head, tokenizer, task, **options), task, tokenizer
+    module = load_reference(task.shape.serving_module)
+    return module(head, tokenizer, task, **options), task, tokenizer
 
 
 def export_model(model_dir, output, version: int = 1, overwrite: bool = False,

@@ -276,6 +276,8 @@ class SpanModule(SequenceModule):
     the module's docstring for how), with the task's ``max_len`` and ``stride`` and, for
     v2.0, its ``null_threshold``. ``predict_ids`` is the model alone on laid-out windows."""
 
+    answers_label_names = False  # its answer is not one of the task's labels
+
     def __init__(self, head, tokenizer, task, strings: bool = True):
         super().__init__(head, tokenizer, task, strings)
         self.max_len = task.max_len  # fitted to the model's positions by load_finetuned

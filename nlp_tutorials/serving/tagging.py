@@ -29,8 +29,8 @@ The graph follows :class:`~nlp_tutorials.tasks.conll.ConllTask` step by step:
 
 A blank sentence has no words: ``word_count`` 0 (``predict`` passes blank lines over).
 
-:mod:`nlp_tutorials.serving.savedmodel` never imports this module: the package's
-``__init__`` registers :class:`TaggingModule` for the ``"token"`` shape once both are loaded.
+The token shape names :class:`TaggingModule` (:mod:`nlp_tutorials.tasks.shapes`), and
+``export_model`` loads it by that name.
 """
 import tensorflow as tf
 
@@ -87,6 +87,8 @@ class TaggingModule(SequenceModule):
     Only :class:`~nlp_tutorials.tasks.conll.ConllTask` (CoNLL-2003 and a user's ``--format
     conll`` files) encodes this way; another token task is refused in one line.
     """
+
+    answers_label_names = False  # it names each word's tag itself
 
     def __init__(self, head, tokenizer, task, strings: bool = True):
         if not isinstance(task, ConllTask):

@@ -1,5 +1,6 @@
 """Downstream tasks: each reads its files into examples, encodes them, names its head and
-scores predictions (the seam: :mod:`nlp_tutorials.tasks.base`). The BERT paper's four shapes:
+scores predictions (the seam: :mod:`nlp_tutorials.tasks.base`). The BERT paper's four shapes
+(:mod:`~nlp_tutorials.tasks.shapes`):
 GLUE's sentence and pair classification (:mod:`~nlp_tutorials.tasks.glue`, MRPC in
 :mod:`~nlp_tutorials.tasks.mrpc`, a user's own table in :mod:`~nlp_tutorials.tasks.table`),
 CoNLL-2003 tagging (:mod:`~nlp_tutorials.tasks.conll`), SQuAD spans
@@ -36,11 +37,6 @@ TASKS = {"cola": ColaTask, "sst2": Sst2Task, "mrpc": MrpcTask, "stsb": StsbTask,
          "custom": CustomTask}
 
 
-# How ``--task``'s help groups the tasks, by shape.
-SHAPE_WORDS = {"sequence": "a label or score of a sentence or pair", "token": "a tag per word",
-               "span": "answer spans", "choice": "multiple choice"}
-
-
 def register_task(name: str, task_class: type) -> None:
     """Make ``task_class`` (a :class:`Task` subclass whose ``name`` is ``name``) known to every
     command as ``--task name``, as an entry in :data:`TASKS` would."""
@@ -67,7 +63,7 @@ def task_flag_help() -> str:
     groups = {}
     for name in named_tasks():
         groups.setdefault(TASKS[name].shape, []).append(name)
-    return "the task: " + "; ".join(f"{', '.join(group)} ({SHAPE_WORDS.get(shape, shape)})"
+    return "the task: " + "; ".join(f"{', '.join(group)} ({shape.described_as or shape.name})"
                                     for shape, group in groups.items())
 
 

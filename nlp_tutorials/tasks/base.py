@@ -1,13 +1,9 @@
 """The task seam: what fine-tuning needs to know about a downstream task, in one class.
 
-The BERT paper (Devlin et al., 2019, section 4) fine-tunes one backbone on four shapes of task,
-each with its own head (:mod:`nlp_tutorials.models.heads`):
-
-- ``"sequence"``: one label per sentence or sentence pair (GLUE: MRPC, SST-2, MNLI ...);
-  :class:`~nlp_tutorials.models.heads.SequenceClassifier`.
-- ``"token"``: one label per word (CoNLL-2003 NER); ``TokenClassifier``.
-- ``"span"``: the answer's first and last token in a passage (SQuAD); ``SpanExtractor``.
-- ``"choice"``: the right one of several continuations (SWAG); ``MultipleChoice``.
+The BERT paper (Devlin et al., 2019, section 4) fine-tunes one backbone on four shapes of task
+(:mod:`nlp_tutorials.tasks.shapes`): a label per sentence or pair (sequence), per word (token),
+an answer span in a passage (span), or one of several endings (choice). A task names its shape,
+and the shape its head.
 
 A :class:`Task` does five things, so fine-tuning, prediction, the head study and serving never
 name a dataset: it (a) reads its files into examples (:meth:`Task.examples`), (b) encodes
@@ -21,19 +17,12 @@ and one line in ``nlp_tutorials.tasks.TASKS`` (docs/design.md, "Tasks: one seam,
 This module is numpy only: TensorFlow is imported when a head is built, not before.
 """
 from pathlib import Path
-from typing import NamedTuple
-
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-
-SHAPES = ("sequence", "token", "span", "choice")
+from nlp_tutorials.tasks.shapes import Shape
 
 SPLITS = ("train", "dev", "test")
-
-# The head class of each shape, by name in nlp_tutorials.models.heads.
-HEAD_CLASSES = {"sequence": "SequenceClassifier", "token": "TokenClassifier",
-                "span": "SpanExtractor", "choice": "MultipleChoice"}
 
 # Scores written as percentages ("82.1%"); the others (F1, correlations) are written x100 without
 # a sign, as GLUE reports them.
@@ -45,21 +34,6 @@ def reported(key: str, value: float, std: float | None = None) -> str:
     a ``%`` after an accuracy (``66.5%``)."""
     spread = "" if std is None else f" ± {100 * std:.1f}"
     return f"{100 * value:.1f}{spread}{'%' if key in PERCENT_SCORES else ''}"
-
-
-class ClassPrediction(NamedTuple):
-    """One example's class: ``label`` (an index into the task's labels) and ``probabilities``
-    (float32 [labels], or [choices] for a multiple-choice task)."""
-    label: int
-    probabilities: np.ndarray
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in float32 (the largest logit is subtracted first, so a
-    large logit cannot overflow ``exp``)."""
-    logits = np.asarray(logits, np.float32)
-    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return exp / exp.sum(axis=-1, keepdims=True)
 
 
 def counted(number: int, noun: str) -> str:
@@ -108,10 +82,11 @@ class Task:
     """A downstream task: its files, its arrays, its head, its predictions and its scores.
 
     Subclasses set the class attributes and override :meth:`read_file`, :meth:`summarize`,
-    :meth:`encode`, :meth:`texts`, :meth:`longest`, :meth:`score` and :meth:`parse_lines`; the
-    sequence and choice shapes inherit :meth:`predictions` (arg-max of the softmax),
-    :meth:`format_prediction` and :meth:`prediction_file`, the token and span shapes override
-    them (word alignment, n-best span decoding).
+    :meth:`encode`, :meth:`texts`, :meth:`longest`, :meth:`score` and :meth:`parse_lines`;
+    :meth:`build_head`, :meth:`predictions`, :meth:`format_prediction`, :meth:`shown_answer`
+    and :meth:`text_inputs` are the shape's (:mod:`~nlp_tutorials.tasks.shapes`), and the
+    token and span tasks override the predictions and their writing (word alignment, n-best
+    span decoding).
 
     Where the files are: ``paths`` (``--train``/``--dev``/``--test``) name a split's file
     outright; otherwise the split's first name in ``file_names`` found in ``data_dir``.
@@ -132,7 +107,7 @@ class Task:
 
     name = ""  # the key in TASKS, e.g. "mrpc"
     title = ""  # how reports name it, e.g. "MRPC"
-    shape = ""  # one of SHAPES
+    shape: Shape = Shape()  # what differs by shape (nlp_tutorials.tasks.shapes)
     labels: tuple[str, ...] = ()  # names of the classes or tags, in id order; () learns them
     # {split: file names tried in data_dir, first found wins}; a missing dev is held out
     file_names: dict = {}
@@ -142,6 +117,9 @@ class Task:
     recipe = {"epochs": 3, "batch_size": 32, "learning_rate": 5e-5}
     # (score key, printed name); the first picks the best epoch on dev and the best seed.
     metrics: tuple[tuple[str, str], ...] = (("accuracy", "accuracy"),)
+    # The baseline may split the dev file by article into train and scored (SQuAD, whose
+    # train file is large): --train-articles.
+    splits_by_article = False
 
     def __init__(self, data_dir=None, dev_size: int = 0, labels=None, paths=None,
                  max_len: int | None = None, stride: int = 128, printer=None):
@@ -291,13 +269,8 @@ class Task:
 
     def build_head(self, backbone, **options):
         """The head of this task's shape around ``backbone``; ``options`` go to its
-        constructor (``dropout``; ``pooling`` for a sequence classifier)."""
-        from nlp_tutorials.models import heads
-
-        head_class = getattr(heads, HEAD_CLASSES[self.shape])
-        if self.shape in ("sequence", "token"):
-            options["num_labels"] = self.num_labels
-        return head_class(backbone, **options)
+        constructor (``dropout``; the shape's ``head_settings``, e.g. ``pooling``)."""
+        return self.shape.build_head(self, backbone, **options)
 
     # (d) Post-processing.
 
@@ -310,10 +283,7 @@ class Task:
         softmax). Token and span tasks override this: they map word pieces back to words, or
         decode the best answer text over every window of an example.
         """
-        if self.shape not in ("sequence", "choice"):
-            raise NotImplementedError(f"a {self.shape} task defines its own predictions()")
-        probabilities = softmax(outputs)  # [n, labels]
-        return [ClassPrediction(int(np.argmax(p)), p) for p in probabilities]
+        return self.shape.predictions(self, outputs, encoded, examples)
 
     # (e) Scores.
 
@@ -332,6 +302,11 @@ class Task:
         return ", ".join(f"{printed} {reported(key, *summary[key])}"
                          for key, printed in self.metrics)
 
+    def baselines(self) -> list[tuple[str, str]]:
+        """(name, ``"module:fit function"``) of each baseline ``python -m
+        nlp_tutorials.baseline`` fits for this task: its shape's, by default."""
+        return list(self.shape.baselines)
+
     # Prediction from text.
 
     def parse_lines(self, lines, source: str):
@@ -347,11 +322,7 @@ class Task:
         The label is printed by name. With two labels the probability is the second label's
         (the positive class: P(paraphrase) for MRPC), with more it is the predicted label's.
         """
-        if self.shape != "sequence":
-            raise NotImplementedError(f"a {self.shape} task defines its own format_prediction()")
-        shown = 1 if self.num_labels == 2 else prediction.label
-        return "\t".join([self.labels[prediction.label],
-                          f"{prediction.probabilities[shown]:.3f}", *self.texts([example])])
+        return self.shape.format_prediction(self, example, prediction)
 
     def prediction_file(self, examples, predictions) -> tuple[str, str]:
         """(file suffix, text) of ``evaluate``'s predictions file: here ``.tsv``, a header
@@ -373,8 +344,7 @@ class Task:
         each ending read after the context; token ``("sentence",)``; span ``("question",
         "context")``.
         """
-        return {"sequence": ("sentence1", "sentence2"), "choice": ("context", "endings"),
-                "token": ("sentence",), "span": ("question", "context")}[self.shape]
+        return self.shape.text_inputs
 
     def shown_answer(self, example, prediction, row: dict | None = None) -> dict:
         """The model's answer to ``example``, as the attention explorer writes it beside the
@@ -388,11 +358,4 @@ class Task:
         first encoded row]}`` (a word's tag under its first piece), or ``{"answer": text,
         "tokens": [first, last]}`` (the answer's pieces in that row, to be marked).
         """
-        if self.shape not in ("sequence", "choice"):
-            raise NotImplementedError(f"a {self.shape} task defines its own shown_answer()")
-        if not isinstance(prediction, ClassPrediction):
-            return {"score": float(prediction)}
-        name = (self.labels[prediction.label] if self.shape == "sequence"
-                else f"ending {prediction.label + 1}")
-        return {"label": name,
-                "probability": round(float(prediction.probabilities[prediction.label]), 4)}
+        return self.shape.shown_answer(self, example, prediction, row)

@@ -21,7 +21,8 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import json_lines, read_utf8
-from nlp_tutorials.tasks.base import ClassPrediction, Task, example_lines, softmax
+from nlp_tutorials.tasks.base import Task, example_lines
+from nlp_tutorials.tasks.shapes import CHOICE, ClassPrediction, softmax
 from nlp_tutorials.tasks.metrics import accuracy
 from nlp_tutorials.text.tokenization import pad_ragged
 
@@ -47,7 +48,7 @@ class ChoiceTask(Task):
     alone, so it is not bound to the count it was fine-tuned on.
     """
 
-    shape = "choice"
+    shape = CHOICE
     item = "question"  # what one example is called in a summary ("9,741 questions, ...")
     answer_prefix = ""  # put before a label in a summary's answer counts: SWAG's "ending0"
 

@@ -32,6 +32,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import numbered_lines
 import nlp_tutorials.tasks.entities as entities
 from nlp_tutorials.tasks.base import Task, example_lines
+from nlp_tutorials.tasks.shapes import TOKEN
 
 DOCSTART = "-DOCSTART-"
 
@@ -136,7 +137,7 @@ class ConllTask(Task):
 
     name = "conll2003"
     title = "CoNLL-2003"
-    shape = "token"
+    shape = TOKEN
     labels = ()
     file_names = {"train": ("eng.train", "train.txt"), "dev": ("eng.testa", "valid.txt"),
                   "test": ("eng.testb", "test.txt")}

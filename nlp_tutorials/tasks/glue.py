@@ -40,6 +40,7 @@ from nlp_tutorials.tasks.metrics import (
     pearson_correlation,
     spearman_correlation,
 )
+from nlp_tutorials.tasks.shapes import SEQUENCE
 from nlp_tutorials.text.tokenization import pad_ragged
 
 
@@ -76,7 +77,7 @@ class SentenceTask(Task):
     or ``[CLS] text [SEP] pair [SEP]``, predictions, scores and ``predict``'s lines.
     """
 
-    shape = "sequence"
+    shape = SEQUENCE
     pair = False  # two texts an example, or one
     regression = False  # a score (float) per example instead of a label
 
@@ -197,6 +198,12 @@ class SentenceTask(Task):
                       else self.labels[prediction.label])
             lines.append(f"{index if example.id is None else example.id}\t{answer}")
         return ".tsv", "\n".join(lines) + "\n"
+
+    def baselines(self) -> list[tuple[str, str]]:
+        """A regression's: the train mean and a ridge regression; else the shape's."""
+        if self.regression:
+            return [("train mean", "nlp_tutorials.analysis.task_baselines:fit_train_mean"), ("ridge", "nlp_tutorials.analysis.task_baselines:fit_ridge")]
+        return super().baselines()
 
     def parse_lines(self, lines, source: str):
         """Examples from ``predict``'s lines: one sentence a line, or for a pair task two

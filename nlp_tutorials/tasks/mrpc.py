@@ -11,6 +11,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task, example_lines
 from nlp_tutorials.tasks.glue import tsv_rows
 from nlp_tutorials.tasks.metrics import accuracy, f1_score
+from nlp_tutorials.tasks.shapes import SEQUENCE
 from nlp_tutorials.text.packing import encode_pairs, longest_pair_length
 
 
@@ -92,7 +93,7 @@ class MrpcTask(Task):
 
     name = "mrpc"
     title = "MRPC"
-    shape = "sequence"
+    shape = SEQUENCE
     labels = ("0", "1")
     file_names = {"train": ("train.tsv", SPLIT_FILES["train"]), "dev": ("dev.tsv",),
                   "test": (SPLIT_FILES["test"],)}
@@ -129,6 +130,12 @@ class MrpcTask(Task):
         labels = np.array([p.label for p in examples])
         predicted = np.array([p.label for p in predictions])
         return {"accuracy": accuracy(labels, predicted), "f1": f1_score(labels, predicted)}
+
+    def baselines(self) -> list[tuple[str, str]]:
+        """The shape's, with MRPC's own yardstick (word overlap) printed second."""
+        found = super().baselines()
+        found.insert(1, ("word overlap", "nlp_tutorials.analysis.task_baselines:fit_mrpc_overlap"))
+        return found
 
     def parse_lines(self, lines, source: str):
         """Pairs from TSV lines: ``s1<TAB>s2``, or MRPC rows (5 columns; header skipped).

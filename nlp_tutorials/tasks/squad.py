@@ -36,6 +36,7 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.answers import squad2_scores, squad_scores
 from nlp_tutorials.tasks.base import Task, counted, example_lines
+from nlp_tutorials.tasks.shapes import SPAN
 
 MAX_QUESTION_PIECES = 64  # BERT's max_query_length
 N_BEST = 20  # starts and ends tried per window (BERT's n_best_size)
@@ -381,7 +382,7 @@ class SquadTask(Task):
 
     name = "squad"
     title = "SQuAD v1.1"
-    shape = "span"
+    shape = SPAN
     # The head's two scores per token (not classes learnt from train, which `labels = ()` means).
     labels = ("start", "end")
     file_names = {"train": ("train-v1.1.json",), "dev": ("dev-v1.1.json",)}
@@ -389,6 +390,7 @@ class SquadTask(Task):
     recipe = {"epochs": 3, "batch_size": 32, "learning_rate": 5e-5}  # BERT paper, 4.2
     metrics = (("f1", "F1"), ("exact_match", "exact match"))
     version = "1.1"
+    splits_by_article = True
 
     def read_file(self, path) -> list[Question]:
         questions = read_squad_file(path)
@@ -536,6 +538,11 @@ class Squad2Task(SquadTask):
 
     def settings(self) -> dict:
         return {**super().settings(), "null_threshold": self.null_threshold}
+
+    def baselines(self) -> list[tuple[str, str]]:
+        """The shape's, and always answering nothing (a third of v2.0's dev questions)."""
+        return [*super().baselines(),
+                ("always no answer", "nlp_tutorials.analysis.task_baselines:fit_no_answer")]
 
     def tune(self, dev_scores: dict) -> None:
         """Adopt the threshold that gave the best dev F1 (``best_threshold``)."""

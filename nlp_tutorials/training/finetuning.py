@@ -34,7 +34,8 @@ from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
 from nlp_tutorials.training.loop import Hook, epoch_batches, train_steps
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.tasks import TASKS, get_task
-from nlp_tutorials.tasks.base import HEAD_CLASSES, Task, model_arrays, softmax
+from nlp_tutorials.tasks.base import Task, model_arrays
+from nlp_tutorials.tasks.shapes import softmax
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
 from nlp_tutorials.system.values import integer_field, refuse, required, text_field
@@ -48,9 +49,6 @@ MODEL_FILE = "model.keras"
 RESULTS_FILE = "results.json"
 TASK_FILE = "task.json"
 SAVED_LABELS = "a non-empty list of distinct label names, as `finetune` writes it"
-
-# Heads with one output per token: their batches, trimmed to different lengths, are padded back.
-PER_POSITION_HEADS = (heads.TokenClassifier, heads.SpanExtractor)
 
 
 class Finetuned(NamedTuple):
@@ -165,7 +163,7 @@ def head_outputs(head, arrays: dict, batch_size: int = 64, head_mask=None):
         widths = [(0, 0), (0, max_len - x.shape[1])] + [(0, 0)] * (x.ndim - 2)
         return np.pad(x, widths, constant_values=MASK_VALUE)
 
-    stretch = full_length if isinstance(head, PER_POSITION_HEADS) else (lambda x: x)
+    stretch = full_length if head.per_position else (lambda x: x)
     parts = list(predict_batches(head, arrays, batch_size, head_mask))
     return tf.nest.map_structure(lambda *xs: np.concatenate([stretch(x) for x in xs]), *parts)
 
@@ -249,7 +247,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     keras.utils.set_random_seed(seed)
     steps_per_epoch = len(train["input_ids"]) // config.batch_size
     # --pooling chooses how a sequence classifier summarises; the other heads have no choice.
-    options = {"pooling": config.pooling} if task.shape == "sequence" else {}
+    options = {name: getattr(config, name) for name in task.shape.head_settings}
     with strategy.scope():
         head = task.build_head(backbone, **options)
         head.compile(optimizer=make_optimizer(config.learning_rate,
@@ -420,10 +418,11 @@ def load_finetuned(output_dir, **options) -> Finetuned:
         reason = " ".join(str(err).split()).split(". ")[0][:200]
         raise UserError(f"{path}: not a model `finetune` wrote ({type(err).__name__}: "
                         f"{reason})") from None
-    wanted = HEAD_CLASSES[task.shape]
-    if not isinstance(head, getattr(heads, wanted)):
-        raise UserError(f"{path}: holds a {type(head).__name__}; expected the {wanted} "
-                        f"`python -m nlp_tutorials.bert finetune` writes for {task.title}")
+    wanted = task.shape.head_class()
+    if not isinstance(head, wanted):
+        raise UserError(f"{path}: holds a {type(head).__name__}; expected the "
+                        f"{wanted.__name__} `python -m nlp_tutorials.bert finetune` writes for "
+                        f"{task.title}")
     if getattr(head, "num_labels", task.num_labels) != task.num_labels:
         raise UserError(f"{path}: the head has {head.num_labels} label(s); {task.title} has "
                         f"{task.num_labels} ({', '.join(task.labels)})")

@@ -8,7 +8,7 @@ from fake_tasks import (ChoiceTask, ScoreTask, SentenceTask, save_model, tiny_ta
 from nlp_tutorials.analysis import explorer
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS, get_task
-from nlp_tutorials.tasks.base import softmax
+from nlp_tutorials.tasks.shapes import softmax
 from nlp_tutorials.training.finetuning import class_probabilities, head_outputs
 
 

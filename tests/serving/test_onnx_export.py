@@ -11,7 +11,7 @@ from fake_tasks import (CONTEXTS, SENTENCES, ChoiceTask, Question, Sentence, Sen
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
 from nlp_tutorials.tasks.mrpc import load_mrpc
-from nlp_tutorials.tasks.base import softmax
+from nlp_tutorials.tasks.shapes import softmax
 from nlp_tutorials.tasks.conll import ConllTask
 from nlp_tutorials.tasks.squad import SquadTask
 from nlp_tutorials.text.tokenization import load_tokenizer

@@ -20,7 +20,7 @@ TASKS = {"sequence": SentenceTask, "choice": ChoiceTask,
 def inputs(task, tokenizer):
     """A batch of ids for ``task``'s head: [2, 7], or [2, 3, 7] for multiple choice."""
     rng = np.random.default_rng(0)
-    shape = (2, 3, 7) if task.shape == "choice" else (2, 7)
+    shape = (2, 3, 7) if task.shape.name == "choice" else (2, 7)
     ids = rng.integers(5, tokenizer.vocab_size, shape).astype("int32")
     return {"input_ids": tf.constant(ids), "token_type_ids": tf.zeros(shape, tf.int32)}
 
@@ -131,7 +131,7 @@ def test_every_serving_module_answers_from_a_bfloat16_head(shape):
     """The signatures' own arithmetic (softmax, spans' decoding, tag choice) takes the bfloat16
     head's logits: same outputs, same dtypes as from float32."""
     pytest.importorskip("tensorflow_text", reason="the string signatures need tensorflow-text")
-    from nlp_tutorials.serving.savedmodel import SERVING_MODULES
+    from nlp_tutorials.system.references import load_reference
 
     task = TASKS[shape]()
     head, tokenizer = tiny_wordpiece_head(task)
@@ -141,7 +141,8 @@ def test_every_serving_module_answers_from_a_bfloat16_head(shape):
                         tf.constant(["the film was dull and long"])],
                "choice": [tf.constant(["the man opened the door"]),
                           tf.constant([["and walked in", "then slept"]])]}[shape]
-    answers = [SERVING_MODULES[shape](model, tokenizer, task).serving_default(*request)
+    serving_module = load_reference(task.shape.serving_module)
+    answers = [serving_module(model, tokenizer, task).serving_default(*request)
                for model in (head, in_precision(head, "bfloat16"))]
     assert sorted(answers[0]) == sorted(answers[1])
     for name, value in answers[0].items():

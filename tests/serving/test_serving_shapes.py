@@ -11,7 +11,7 @@ from fake_tasks import (ChoiceTask, Question, ScoreTask, Sentence, SentenceTask,
 from fresh_process import load_elsewhere
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
-from nlp_tutorials.tasks.base import HEAD_CLASSES, softmax
+from nlp_tutorials.tasks.shapes import SequenceShape, softmax
 from nlp_tutorials.tasks.mrpc import MrpcTask
 
 tf = pytest.importorskip("tensorflow")
@@ -134,8 +134,10 @@ def test_a_shape_without_a_serving_module_is_refused_in_one_line(tmp_path, monke
     task = Unserved()
     head, tokenizer = tiny_wordpiece_head(task)
     save_model(head, tokenizer, task, tmp_path / "model")
-    monkeypatch.setattr(Unserved, "shape", "unserved")  # a shape no serving module takes
-    monkeypatch.setitem(HEAD_CLASSES, "unserved", HEAD_CLASSES["sequence"])
+    class UnservedShape(SequenceShape):  # a shape no serving module takes
+        name, serving_module = "unserved", ""
+
+    monkeypatch.setattr(Unserved, "shape", UnservedShape())
     with pytest.raises(UserError) as error:
         export_model(tmp_path / "model", tmp_path / "served")
     assert str(error.value) == (f"{tmp_path / 'model'}: a Fake unserved model, of shape "

@@ -13,7 +13,8 @@ import pytest
 from fake_tasks import save_model, tiny_wordpiece_head
 from fresh_process import load_elsewhere
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.base import Task, softmax
+from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.shapes import softmax
 from nlp_tutorials.tasks.conll import ConllTask
 from nlp_tutorials.training.finetuning import head_outputs, load_finetuned, predict
 

@@ -5,7 +5,7 @@ import pytest
 
 from fake_tasks import (CONTEXTS, SENTENCES, ChoiceTask, Question, Sentence, SentenceTask,
                         tiny_wordpiece_head)
-from nlp_tutorials.tasks.base import softmax
+from nlp_tutorials.tasks.shapes import softmax
 
 tf = pytest.importorskip("tensorflow")
 
@@ -27,7 +27,7 @@ def test_a_compiled_head_answers_as_the_plain_one(task_class):
 
     task = task_class()
     head, tokenizer = tiny_wordpiece_head(task, max_positions=40)
-    examples = ([Question(c, e, 0) for c, e in CONTEXTS] if task.shape == "choice"
+    examples = ([Question(c, e, 0) for c, e in CONTEXTS] if task.shape.name == "choice"
                 else [Sentence(text, task.labels[0]) for text in SENTENCES])
     arrays = task.encode(tokenizer, examples, 9)  # padded to 32 positions when compiled
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.base import ClassPrediction
+from nlp_tutorials.tasks.shapes import ClassPrediction
 from nlp_tutorials.tasks.glue import (
     GLUE_TASKS,
     ColaTask,
@@ -44,7 +44,7 @@ def fixture_task(task_class, **options):
 def test_every_glue_task_is_named_as_the_command_line_names_it():
     assert [t.name for t in GLUE_TASKS] == ["cola", "sst2", "stsb", "qqp", "mnli", "qnli",
                                             "rte", "wnli"]
-    assert all(t.shape == "sequence" for t in GLUE_TASKS)
+    assert all(t.shape.name == "sequence" for t in GLUE_TASKS)
     assert StsbTask().num_labels == 1 and MnliTask().num_labels == 3
 
 

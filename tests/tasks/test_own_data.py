@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.base import ClassPrediction
+from nlp_tutorials.tasks.shapes import ClassPrediction
 from nlp_tutorials.tasks.glue import ScorePrediction, TextExample
 from nlp_tutorials.tasks.table import CustomTask
 

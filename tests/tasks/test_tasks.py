@@ -6,14 +6,15 @@ import pytest
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS, get_task
-from nlp_tutorials.tasks.base import ClassPrediction, Task
+from nlp_tutorials.tasks.base import Task
+from nlp_tutorials.tasks.shapes import TOKEN, ClassPrediction
 from nlp_tutorials.tasks.mrpc import MrpcTask, Pair, load_mrpc
 from support import tiny_model
 
 
 def test_mrpc_task_reads_the_shipped_splits_and_holds_dev_out_of_train():
     task = get_task("mrpc")
-    assert isinstance(task, MrpcTask) and task.shape == "sequence" and task.num_labels == 2
+    assert isinstance(task, MrpcTask) and task.shape.name == "sequence" and task.num_labels == 2
     assert len(task.examples("train")) == 4076 and len(task.examples("test")) == 1725
     assert task.examples("dev") == []
     held_out = MrpcTask(dev_size=408)
@@ -96,7 +97,7 @@ class Sentence(tuple):
 class ToyNumberTagging(Task):
     """Token tagging: is each word a number? The tags count at each word's one token."""
 
-    name, title, shape, labels, files = "toy_tags", "TOY", "token", ("word", "number"), ("train",)
+    name, title, shape, labels, files = "toy_tags", "TOY", TOKEN, ("word", "number"), ("train",)
 
     def read(self, split):
         rng = np.random.default_rng(3)

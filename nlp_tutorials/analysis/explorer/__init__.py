@@ -271,7 +271,7 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
                         f"expected a test or dev file in --data")
     arrays = task.encode(tokenizer, examples, task.max_len)
     predictions = task.predictions(head_outputs(head, arrays), arrays, examples)
-    rows = shown_rows(task, arrays, predictions)  # (row, choice or None) per example
+    rows = task.shape.shown_rows(arrays, predictions)  # (row, choice or None) per example
     ids = np.stack([arrays["input_ids"][row][choice] if choice is not None
                     else arrays["input_ids"][row] for row, choice in rows])  # [n, max_len]
     segments = np.stack([arrays["token_type_ids"][row][choice] if choice is not None
@@ -287,19 +287,6 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
             "answers": [shown_answer(task, e, p, {name: value[row] for name, value in
                                                   arrays.items()})
                         for e, p, (row, _) in zip(examples, predictions, rows)]}
-
-
-def shown_rows(task, arrays: dict, predictions) -> list:
-    """Where each example's shown row is: (row of ``arrays``, choice or None) per example.
-
-    A multiple-choice example's row of the chosen ending; for tasks that cut long inputs into
-    windows (``window_example`` [rows]: each row's example) an example's first window."""
-    if task.shape == "choice":
-        return [(index, p.label) for index, p in enumerate(predictions)]
-    if "window_example" in arrays:
-        _, first = np.unique(arrays["window_example"], return_index=True)
-        return [(int(row), None) for row in first]
-    return [(index, None) for index in range(len(arrays["input_ids"]))]
 
 
 def shown_answer(task, example, prediction, row: dict):
