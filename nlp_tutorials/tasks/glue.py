@@ -202,7 +202,8 @@ class SentenceTask(Task):
     def baselines(self) -> list[tuple[str, str]]:
         """A regression's: the train mean and a ridge regression; else the shape's."""
         if self.regression:
-            return [("train mean", "nlp_tutorials.analysis.task_baselines:fit_train_mean"), ("ridge", "nlp_tutorials.analysis.task_baselines:fit_ridge")]
+            return [("train mean", "nlp_tutorials.analysis.sentence_baselines:fit_train_mean"),
+                    ("ridge", "nlp_tutorials.analysis.sentence_baselines:fit_ridge")]
         return super().baselines()
 
     def parse_lines(self, lines, source: str):

@@ -3,7 +3,7 @@
 MRPC and QQP are reported as accuracy and F1 of the positive class (label 1), CoLA as the
 Matthews correlation, STS-B as the Pearson and Spearman correlations of predicted and gold
 scores, the other GLUE tasks as accuracy (Wang et al., 2018). Also mean ± std over seeds; the
-majority-class baseline is :func:`nlp_tutorials.analysis.task_baselines.fit_majority`.
+majority-class baseline is :func:`nlp_tutorials.analysis.sentence_baselines.fit_majority`.
 """
 import numpy as np
 

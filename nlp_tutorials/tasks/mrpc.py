@@ -134,7 +134,8 @@ class MrpcTask(Task):
     def baselines(self) -> list[tuple[str, str]]:
         """The shape's, with MRPC's own yardstick (word overlap) printed second."""
         found = super().baselines()
-        found.insert(1, ("word overlap", "nlp_tutorials.analysis.task_baselines:fit_mrpc_overlap"))
+        found.insert(1, ("word overlap",
+                         "nlp_tutorials.analysis.sentence_baselines:fit_mrpc_overlap"))
         return found
 
     def parse_lines(self, lines, source: str):

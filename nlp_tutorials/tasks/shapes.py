@@ -132,8 +132,8 @@ class SequenceShape(ClassShape):
     # A sentence pair as MRPC's; a task of single sentences answers ("sentence",) itself.
     text_inputs = ("sentence1", "sentence2")
     serving_module = "nlp_tutorials.serving.savedmodel:SequenceModule"
-    baselines = (("majority", "nlp_tutorials.analysis.task_baselines:fit_majority"),
-                 ("bag of words", "nlp_tutorials.analysis.task_baselines:fit_bag_of_words"))
+    baselines = (("majority", "nlp_tutorials.analysis.sentence_baselines:fit_majority"),
+                 ("bag of words", "nlp_tutorials.analysis.sentence_baselines:fit_bag_of_words"))
 
     def class_name(self, task, label: int) -> str:
         return task.labels[label]

@@ -6,7 +6,7 @@ import pytest
 
 from nlp_tutorials.analysis.baseline import (
     feature_names, fit_overlap_baseline, numbers, overlap_features, pair_features, words)
-from nlp_tutorials.analysis.task_baselines import fit_mrpc_overlap
+from nlp_tutorials.analysis.sentence_baselines import fit_mrpc_overlap
 from nlp_tutorials.baseline import main
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.mrpc import Pair, load_mrpc

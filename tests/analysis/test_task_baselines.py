@@ -14,12 +14,9 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.analysis.baseline import overlap_features
+from nlp_tutorials.analysis.sentence_baselines import C_GRID, fit_bag_of_words, fit_majority, fit_ridge
 from nlp_tutorials.analysis.task_baselines import (
-    C_GRID,
     baselines_for,
-    fit_bag_of_words,
-    fit_majority,
-    fit_ridge,
     run_baselines,
     sliding_window_answer,
     split_by_article,

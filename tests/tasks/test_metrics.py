@@ -4,7 +4,7 @@ import sys
 import numpy as np
 import pytest
 
-from nlp_tutorials.analysis.task_baselines import fit_majority
+from nlp_tutorials.analysis.sentence_baselines import fit_majority
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.metrics import accuracy, f1_score, mean_std
