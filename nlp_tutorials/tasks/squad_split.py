@@ -16,7 +16,7 @@ from pathlib import Path
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.tasks.base import counted
-from nlp_tutorials.tasks.squad import load_squad_json, read_squad_file, squad_version
+from nlp_tutorials.tasks.squad_files import load_squad_json, read_squad_file, squad_version
 
 
 def split_by_title(path, train_articles: int) -> tuple[list, list]:

@@ -26,7 +26,7 @@ from nlp_tutorials.system.settings import (
 )
 from nlp_tutorials.system.values import check_integer, refuse
 from nlp_tutorials.tasks import TASKS, dates, get_task, named_tasks, task_flag_help
-from nlp_tutorials.tasks.squad import squad_version
+from nlp_tutorials.tasks.squad_files import squad_version
 from nlp_tutorials.training.distribute import (
     check_flags,
     cpu_replicas_setting,

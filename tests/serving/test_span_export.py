@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from fresh_process import load_elsewhere
-from nlp_tutorials.tasks.squad import Question, Squad2Task, SquadTask, context_pieces
+from nlp_tutorials.tasks.squad import Squad2Task, SquadTask, context_pieces
+from nlp_tutorials.tasks.squad_files import Question
 from nlp_tutorials.text.tokenization import WordPieceTokenizer
 
 tf = pytest.importorskip("tensorflow")

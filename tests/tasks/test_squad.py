@@ -10,9 +10,9 @@ import pytest
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import model_arrays
-from nlp_tutorials.tasks.squad import (Answer, Question, Squad2Task, SquadTask, answer_pieces,
-                                       context_pieces, max_context_windows, squad_version,
-                                       window_starts)
+from nlp_tutorials.tasks.squad import (Squad2Task, SquadTask, answer_pieces, context_pieces,
+                                       max_context_windows, window_starts)
+from nlp_tutorials.tasks.squad_files import Answer, Question, squad_version
 from nlp_tutorials.text.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

@@ -10,7 +10,7 @@ from nlp_tutorials.analysis.task_baselines import split_by_article
 from nlp_tutorials.cli import main
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.squad import read_squad_file
+from nlp_tutorials.tasks.squad_files import read_squad_file
 from nlp_tutorials.tasks.squad_split import split_by_title, write_split
 from support import REPOSITORY, fails_without_tensorflow
 
