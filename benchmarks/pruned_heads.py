@@ -7,7 +7,7 @@ at a time, importance on the 408 dev pairs measured again after each tenth, each
 one) and pruned (``nlp_tutorials.models.pruning``), with ``--recover-epochs`` fine-tuned again as
 ``bert heads --recover-epochs`` does, and the pruned model is scored on the
 1,725 MRPC test pairs and timed on them through ``predict``'s path
-(``finetuning.class_probabilities``, batches of 64 pairs trimmed to their longest). The
+(``finetuned.inference.class_probabilities``, batches of 64 pairs trimmed to their longest). The
 models are timed in turn, round after round (median of ``--rounds``), so machine noise hits
 each alike; pairs/s are also given as a ratio to the unpruned model's.
 """
@@ -31,7 +31,8 @@ from nlp_tutorials.analysis.bertology import (
 from nlp_tutorials.text.packing import encode_pairs  # noqa: E402
 from nlp_tutorials.tasks.base import split_train_dev
 from nlp_tutorials.tasks.mrpc import load_mrpc
-from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
+from nlp_tutorials.finetuned.folders import load_finetuned
+from nlp_tutorials.finetuned.inference import class_probabilities
 from nlp_tutorials.tasks.metrics import accuracy, f1_score  # noqa: E402
 from nlp_tutorials.models.pruning import pruned_head_model  # noqa: E402
 

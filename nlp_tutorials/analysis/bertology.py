@@ -25,20 +25,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_head, save_task
+from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.training.config import FinetuneConfig
 from nlp_tutorials.system.files import require_folder, write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
-from nlp_tutorials.training.finetuning import (
-    MODEL_FILE,
-    evaluate,
-    load_finetuned,
-    save_head,
-    save_task,
-    train_epochs,
-)
+from nlp_tutorials.training.finetuning import train_epochs
 from nlp_tutorials.training.optimization import make_optimizer
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.analysis.visual import pyplot, save_figure
@@ -154,8 +149,8 @@ def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
     metric, printed = task.metrics[0]
     for share in STUDY_SHARES:
         count = round(share * layers * heads)
-        scored = [evaluate(head, task, examples, arrays,
-                           head_mask=mask_of(order[:count], layers, heads))
+        scored = [score_examples(head, task, examples, arrays,
+                                 head_mask=mask_of(order[:count], layers, heads))
                   for order in [least_first] + randoms]
         result["importance_order"].append(scored[0])
         result["random_order"].append(

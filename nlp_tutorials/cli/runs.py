@@ -160,10 +160,11 @@ def evaluate(settings) -> None:
                  {"--model-dir": settings.model_dir, "--data": settings.data,
                   "--file": settings.file}):
         start_tensorflow()
-        from nlp_tutorials.training.finetuning import evaluate_model
+        from nlp_tutorials.finetuned.evaluation import evaluate_model
+        from nlp_tutorials.training.config import FinetuneConfig
 
         evaluate_model(settings.model_dir, settings.split, output_dir, settings.data or None,
-                       settings.file or None)
+                       settings.file or None, dev_size=FinetuneConfig.dev_size)
 
 
 def predict(settings) -> None:
@@ -173,7 +174,8 @@ def predict(settings) -> None:
                         f"example a line (MRPC: a TSV of sentence pairs; docs/tasks.md has "
                         f"each task's)")
     start_tensorflow()
-    from nlp_tutorials.training.finetuning import load_finetuned, predict as predict_pairs
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.predicting import predict as predict_pairs
 
     head, tokenizer, task = load_finetuned(settings.model_dir)
     if settings.input == "-":

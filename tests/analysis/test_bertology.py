@@ -16,7 +16,8 @@ from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.text.packing import encode_pairs
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.training.finetuning import evaluate, load_finetuned, save_head
+from nlp_tutorials.finetuned.folders import load_finetuned, save_head
+from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.models.heads import SequenceClassifier
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.text.tokenization import WordTokenizer
@@ -171,11 +172,11 @@ def test_masking_study_scores_every_share_in_both_orders(head, pairs):
     study = bertology.masking_study(head, task, examples, pairs, importance, random_orders=2,
                                     printer=lines.append)
     assert study["shares"] == bertology.STUDY_SHARES and len(lines) == 10
-    unmasked = evaluate(head, task, examples, pairs, head_mask=np.ones([2, 4]))
+    unmasked = score_examples(head, task, examples, pairs, head_mask=np.ones([2, 4]))
     assert study["importance_order"][0] == unmasked
     assert study["random_order"][0] == unmasked
-    masked = evaluate(head, task, examples, pairs,
-                      head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
+    masked = score_examples(head, task, examples, pairs,
+                            head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
     assert study["importance_order"][2] == masked  # 20% of 8 heads: the two least important
 
 
@@ -196,7 +197,7 @@ def test_masking_study_masks_least_important_first_and_averages_the_random_order
 
     evaluated, per_share, lines = [], [], []
 
-    def evaluate(head, scored_task, examples, arrays, head_mask):
+    def score_examples(head, scored_task, examples, arrays, head_mask):
         assert (head, scored_task, examples, arrays) == ("head", task, "examples", "arrays")
         evaluated.append(np.array(head_mask, copy=True))
         return score(head_mask)
@@ -206,7 +207,7 @@ def test_masking_study_masks_least_important_first_and_averages_the_random_order
         per_share.append(evaluated[:])
         evaluated.clear()
 
-    monkeypatch.setattr(bertology, "evaluate", evaluate)
+    monkeypatch.setattr(bertology, "score_examples", score_examples)
     study = bertology.masking_study("head", task, "examples", "arrays", importance,
                                     random_orders=3, printer=printer)
     assert study["shares"] == bertology.STUDY_SHARES and len(per_share) == 10

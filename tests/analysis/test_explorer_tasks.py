@@ -9,7 +9,7 @@ from nlp_tutorials.analysis import explorer
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS, get_task
 from nlp_tutorials.tasks.base import softmax
-from nlp_tutorials.training.finetuning import class_probabilities, head_outputs
+from nlp_tutorials.finetuned.inference import class_probabilities, head_outputs
 
 
 def positions(head) -> int:
