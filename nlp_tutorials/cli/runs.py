@@ -195,7 +195,9 @@ def heads(settings) -> None:
 
     heads_command(settings.model_dir, settings.output_dir, settings.dev_size, settings.study,
                   settings.prune, settings.pruned_dir, settings.random_orders,
-                  settings.recover_epochs, data_dir=settings.data)
+                  settings.recover_epochs, data_dir=settings.data,
+                  recover_learning_rate=settings.recover_learning_rate,
+                  recover_batch_size=settings.recover_batch_size)
 
 
 def export_model(settings) -> None:
