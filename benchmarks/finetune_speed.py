@@ -81,8 +81,8 @@ WORKLOADS = {"sequence": ("sst2", "glue/SST-2", "train", 128),
              "token": ("conll2003", "conll2003", "train", 128),
              "span": ("squad", "squad", "dev", 384),
              "choice": ("commonsenseqa", "commonsenseqa", "train", 128)}
-GROUPING_WINDOW = 32  # batches per length-grouping window (finetuning.length_grouped_order)
-PREDICT_BATCH = 64  # predict's chunk and batch (finetuning.predict, head_outputs)
+GROUPING_WINDOW = 32  # batches per length-grouping window (finetuned.batching.length_grouped_order)
+PREDICT_BATCH = 64  # predict's chunk and batch (finetuned.predicting.predict, head_outputs)
 # inference shape -> (task, data folder under --data-root, split, examples a pass (None: all))
 PREDICTIONS = {"predict-sequence": ("sst2", "glue/SST-2", "dev", None),
                "predict-token": ("conll2003", "conll2003", "dev", 1000),
@@ -157,7 +157,7 @@ def write_batches(shape, data_root, model_dir, batch_size, count, path) -> dict:
     from nlp_tutorials.tasks import get_task
     from nlp_tutorials.tasks.base import model_arrays
     from nlp_tutorials.text.tokenization import load_tokenizer
-    from nlp_tutorials.training.finetuning import batches
+    from nlp_tutorials.finetuned.batching import batches
 
     name, folder, split, max_len = WORKLOADS[shape]
     task = get_task(name, data_dir=Path(data_root) / folder, max_len=max_len)
@@ -262,7 +262,7 @@ def export_fresh(job, model_dir, threads: int) -> dict:
     tensorflow_with_threads(threads)
     from nlp_tutorials.serving.savedmodel import export_model
     from nlp_tutorials.text.tokenization import load_tokenizer
-    from nlp_tutorials.training.finetuning import save_head, save_task
+    from nlp_tutorials.finetuned.folders import save_head, save_task
 
     task, head = fresh_head(job, model_dir)
     task.max_len = job["max_len"]
@@ -341,7 +341,7 @@ def predict_ours(job, model_dir, threads: int) -> dict:
     made and dropped); see :func:`timed_steps`."""
     tf = tensorflow_with_threads(threads)
     from nlp_tutorials.text.tokenization import load_tokenizer
-    from nlp_tutorials.training.finetuning import predict
+    from nlp_tutorials.finetuned.predicting import predict
 
     task, head = fresh_head(job, model_dir)
     tokenizer = load_tokenizer(model_dir)

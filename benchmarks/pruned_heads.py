@@ -7,7 +7,7 @@ at a time, importance on the 408 dev pairs measured again after each tenth, each
 one) and pruned (``nlp_tutorials.models.pruning``), with ``--recover-epochs`` fine-tuned again as
 ``bert heads --recover-epochs`` does, and the pruned model is scored on the
 1,725 MRPC test pairs and timed on them through ``predict``'s path
-(``finetuning.class_probabilities``, batches of 64 pairs trimmed to their longest). The
+(``finetuned.inference.class_probabilities``, batches of 64 pairs trimmed to their longest). The
 models are timed in turn, round after round (median of ``--rounds``), so machine noise hits
 each alike; pairs/s are also given as a ratio to the unpruned model's.
 """
@@ -31,9 +31,11 @@ from nlp_tutorials.analysis.bertology import (
 from nlp_tutorials.text.packing import encode_pairs  # noqa: E402
 from nlp_tutorials.tasks.base import split_train_dev
 from nlp_tutorials.tasks.mrpc import load_mrpc
-from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
+from nlp_tutorials.finetuned.folders import load_finetuned
+from nlp_tutorials.finetuned.inference import class_probabilities
 from nlp_tutorials.tasks.metrics import accuracy, f1_score  # noqa: E402
 from nlp_tutorials.models.pruning import pruned_head_model  # noqa: E402
+from nlp_tutorials.training.config import RECOVERY_BATCH_SIZE, RECOVERY_LEARNING_RATE
 
 
 def main(argv=None):
@@ -42,7 +44,8 @@ def main(argv=None):
     parser.add_argument("--shares", default="0,0.2,0.4,0.6", help="shares of heads to prune")
     parser.add_argument("--rounds", type=int, default=5, help="timed passes per model")
     parser.add_argument("--recover-epochs", type=int, default=0,
-                        help="fine-tune each pruned model again for this many epochs (lr 2e-5)")
+                        help="fine-tune each pruned model again for this many epochs, as "
+                             "`bert heads` does by default")
     args = parser.parse_args(argv)
     head, tokenizer, _ = load_finetuned(args.model_dir)
     max_len = head.backbone.config.max_position_embeddings
@@ -53,7 +56,8 @@ def main(argv=None):
               for share in shares}
     for share, model in models.items():
         if share and args.recover_epochs:
-            recover(model, tokenizer, args.recover_epochs, printer=lambda line: None)
+            recover(model, tokenizer, args.recover_epochs, RECOVERY_LEARNING_RATE,
+                    RECOVERY_BATCH_SIZE, printer=lambda line: None)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"TensorFlow {tf.__version__}; {len(test['labels'])} MRPC test pairs")
     times = {share: [] for share in shares}

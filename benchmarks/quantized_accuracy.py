@@ -71,7 +71,8 @@ def main(argv=None):
     from nlp_tutorials.serving.onnx_export import export_onnx
     from nlp_tutorials.serving.savedmodel import export_model
     from nlp_tutorials.tasks.mrpc import load_mrpc
-    from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.inference import class_probabilities
 
     head, tokenizer, task = load_finetuned(args.model_dir)
     pairs = load_mrpc("test")

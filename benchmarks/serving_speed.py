@@ -334,7 +334,7 @@ def fresh_classifier(minilm, folder: Path) -> Path:
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.models.heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import load_tokenizer
-    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.finetuned.folders import save_head
 
     head = SequenceClassifier(BERT.from_pretrained(minilm, printer=lambda *_: None))
     save_head(head, folder)

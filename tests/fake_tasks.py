@@ -215,7 +215,7 @@ def widen_output(head, task, tokenizer):
 
 def save_model(head, tokenizer, task, folder):
     """Write a fine-tuned model folder as ``finetune`` does; return it."""
-    from nlp_tutorials.training.finetuning import save_head, save_task
+    from nlp_tutorials.finetuned.folders import save_head, save_task
 
     save_head(head, folder)
     tokenizer.save(folder)

@@ -9,8 +9,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "nlp_tutorials"
 
 # Lowest first; a module may import from its own folder and from folders listed before it.
-LAYERS = ["system", "speed", "text", "models", "sources", "tasks", "training", "analysis",
-          "serving", "cli"]
+LAYERS = ["system", "speed", "text", "models", "sources", "tasks", "finetuned", "training",
+          "analysis", "serving", "cli"]
 # The names users import and run: they sit on top and only re-export or launch.
 TOP = {"bert", "gpt", "transformer", "config", "heads", "tokenization", "baseline", "__init__"}
 
@@ -69,6 +69,25 @@ def test_nothing_below_the_command_line_imports_it():
     for module, imports in graph().items():
         if not module.startswith("nlp_tutorials.cli") and folder_of(module) not in TOP:
             assert not any(t.startswith("nlp_tutorials.cli") for t in imports), module
+
+
+def test_serving_and_the_explorer_load_fine_tuned_models_without_training():
+    """A fine-tuned model is read through ``finetuned/``, never through the code that trained it.
+
+    The explorer also draws a pre-training checkpoint and the date Transformer, each read back
+    by the module that writes it: those two, and nothing else of ``training/``.
+    """
+    readers_of_other_models = {"nlp_tutorials.training.checkpoints",
+                               "nlp_tutorials.training.seq2seq"}
+    reaching = []
+    for folder, allowed in ((PACKAGE / "serving", set()),
+                            (PACKAGE / "analysis" / "explorer", readers_of_other_models)):
+        for path in folder.rglob("*.py"):
+            reaching += [f"{module_name(path)} -> {target}" for target in package_imports(path)
+                         if (target == "nlp_tutorials.training"
+                             or target.startswith("nlp_tutorials.training."))
+                         and target not in allowed]
+    assert not reaching, "imports of training/:\n" + "\n".join(sorted(reaching))
 
 
 def test_the_lesson_files_stay_short():

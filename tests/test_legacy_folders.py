@@ -23,7 +23,7 @@ from nlp_tutorials.training.checkpoints import (
     restore_model,
     training_checkpoint,
 )
-from nlp_tutorials.training.finetuning import load_finetuned
+from nlp_tutorials.finetuned.folders import load_finetuned
 from nlp_tutorials.training.seq2seq import load, translate
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy_0_1"

@@ -20,32 +20,39 @@ task's train examples.
 """
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_head, save_task
+from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import model_arrays
-from nlp_tutorials.training.config import RANDOM_ORDERS, FinetuneConfig
+from nlp_tutorials.training.config import (
+    RANDOM_ORDERS,
+    RECOVERY_BATCH_SIZE,
+    RECOVERY_LEARNING_RATE,
+    FinetuneConfig,
+)
 from nlp_tutorials.system.files import require_folder, write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
-from nlp_tutorials.training.finetuning import (
-    MODEL_FILE,
-    evaluate,
-    load_finetuned,
-    save_head,
-    save_task,
-    train_epochs,
-)
-from nlp_tutorials.training.optimization import make_optimizer
+from nlp_tutorials.training.finetuning import compile_for_epochs, train_epochs
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.analysis.visual import pyplot, save_figure
 
 IMPORTANCE_FILE = "head_importance.json"
 STUDY_FILE = "head_masking_study.json"
 STUDY_SHARES = [step / 10 for step in range(10)]  # 0%, 10%, ..., 90% of the heads masked
+
+
+class Recovery(NamedTuple):
+    """A pruned model's second fine-tuning (:func:`recover`); none with 0 epochs."""
+    epochs: int
+    learning_rate: float
+    batch_size: int
 
 
 def head_shape(head) -> tuple[int, int]:
@@ -154,8 +161,8 @@ def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
     metric, printed = task.metrics[0]
     for share in STUDY_SHARES:
         count = round(share * layers * heads)
-        scored = [evaluate(head, task, examples, arrays,
-                           head_mask=mask_of(order[:count], layers, heads))
+        scored = [score_examples(head, task, examples, arrays,
+                                 head_mask=mask_of(order[:count], layers, heads))
                   for order in [least_first] + randoms]
         result["importance_order"].append(scored[0])
         result["random_order"].append(
@@ -194,22 +201,23 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
                            and (layer, h) not in already])}
 
 
-def recover(head, tokenizer, epochs: int, learning_rate: float = 2e-5, batch_size: int = 16,
-            max_len: int | None = None, seed: int = 1, printer=print, task=None) -> None:
+def recover(head, tokenizer, epochs: int, learning_rate: float, batch_size: int,
+            max_len: int | None = None, seed: int = FinetuneConfig.seed, printer=print,
+            task=None) -> None:
     """Fine-tune a pruned ``head`` again for ``epochs`` passes over all train examples of
-    ``task`` (default: MRPC's), encoded ``max_len`` tokens long (default: the task's length;
-    never more than the model's positions).
+    ``task`` (default: MRPC's) in batches of ``batch_size``, encoded ``max_len`` tokens long
+    (default: the task's length; never more than the model's positions).
 
     Pruning removes what the remaining heads had learnt to work with; a short second
-    fine-tuning at a low rate (AdamW, 10% warm-up, linear decay) lets them adjust. The
-    optimizer is dropped afterwards, as ``finetune`` drops it before saving.
+    fine-tuning with fine-tuning's own optimizer at a low ``learning_rate`` (``heads``
+    passes :data:`~nlp_tutorials.training.config.RECOVERY_LEARNING_RATE` unless told) lets
+    them adjust. The optimizer is dropped afterwards, as ``finetune`` drops it before saving.
     """
     task = task or get_task(FinetuneConfig.task)
     max_len = min(max_len or task.max_len, head.backbone.config.max_position_embeddings)
     train = model_arrays(task.encode(tokenizer, task.read("train"), max_len))
     keras.utils.set_random_seed(seed)
-    head.compile(optimizer=make_optimizer(learning_rate,
-                                          epochs * (len(train["input_ids"]) // batch_size)))
+    compile_for_epochs(head, train, epochs, batch_size, learning_rate)
     train_epochs(head, train, epochs, batch_size, np.random.default_rng(seed),
                  tf.distribute.get_strategy(), lambda epoch, metrics: printer(
                      f"recovery epoch {epoch}: train loss {metrics['loss']:.3f}"))
@@ -278,9 +286,11 @@ def plot_study(study: dict, path, task, split: str = "test") -> Path:
 def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
                   study: bool = False, prune=None, pruned_dir=None,
                   random_orders: int = RANDOM_ORDERS, recover_epochs: int = 0, printer=print,
-                  data_dir=None) -> dict:
+                  data_dir=None, recover_learning_rate: float = RECOVERY_LEARNING_RATE,
+                  recover_batch_size: int = RECOVERY_BATCH_SIZE) -> dict:
     """``bert heads``: importance and entropy on the task's dev examples, then the study and
-    pruning.
+    pruning (and, given ``recover_epochs``, the pruned model's recovery at
+    ``recover_learning_rate`` in batches of ``recover_batch_size``).
 
     The dev examples are the task's dev file, read from ``data_dir`` (``--data``; a task other
     than the shipped MRPC needs it, its folder is not saved with the model); a task with no
@@ -299,7 +309,8 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
                               results=(MODEL_FILE,)))
     with writing(outputs, {"--model-dir": model_dir, "--data": data_dir}):
         return score_heads(model_dir, output_dir, dev_size, study, prune, pruned_dir,
-                           random_orders, recover_epochs, printer, data_dir)
+                           random_orders, Recovery(recover_epochs, recover_learning_rate,
+                                                   recover_batch_size), printer, data_dir)
 
 
 def task_with_data(task, model_dir, data_dir, dev_size: int):
@@ -323,7 +334,7 @@ def example_noun(task, examples) -> str:
 
 
 def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned_dir,
-                random_orders: int, recover_epochs: int, printer=print, data_dir=None) -> dict:
+                random_orders: int, recovery: Recovery, printer=print, data_dir=None) -> dict:
     """The work of :func:`heads_command`, its folders checked."""
     head, tokenizer, task = load_finetuned(model_dir)
     task = task_with_data(task, model_dir, data_dir, dev_size)
@@ -348,9 +359,9 @@ def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned
     if prune is not None:
         spec = iterative_heads_to_prune(head, dev_arrays, prune)
         pruned = pruned_head_model(head, spec)
-        if recover_epochs:
-            recover(pruned, tokenizer, recover_epochs, max_len=max_len, printer=printer,
-                    task=task)
+        if recovery.epochs:
+            recover(pruned, tokenizer, recovery.epochs, recovery.learning_rate,
+                    recovery.batch_size, max_len=max_len, printer=printer, task=task)
         save_head(pruned, pruned_dir)
         tokenizer.save(pruned_dir)
         save_task(pruned_dir, task)

@@ -160,10 +160,11 @@ def run_evaluate(settings) -> None:
                  {"--model-dir": settings.model_dir, "--data": settings.data,
                   "--file": settings.file}):
         start_tensorflow()
-        from nlp_tutorials.training.finetuning import evaluate_model
+        from nlp_tutorials.finetuned.evaluation import evaluate_model
+        from nlp_tutorials.training.config import FinetuneConfig
 
         evaluate_model(settings.model_dir, settings.split, output_dir, settings.data or None,
-                       settings.file or None)
+                       settings.file or None, dev_size=FinetuneConfig.dev_size)
 
 
 def run_predict(settings) -> None:
@@ -173,7 +174,8 @@ def run_predict(settings) -> None:
                         f"example a line (MRPC: a TSV of sentence pairs; docs/tasks.md has "
                         f"each task's)")
     start_tensorflow()
-    from nlp_tutorials.training.finetuning import load_finetuned, predict
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.predicting import predict
 
     head, tokenizer, task = load_finetuned(settings.model_dir)
     if settings.input == "-":
@@ -193,7 +195,9 @@ def run_heads(settings) -> None:
 
     heads_command(settings.model_dir, settings.output_dir, settings.dev_size, settings.study,
                   settings.prune, settings.pruned_dir, settings.random_orders,
-                  settings.recover_epochs, data_dir=settings.data)
+                  settings.recover_epochs, data_dir=settings.data,
+                  recover_learning_rate=settings.recover_learning_rate,
+                  recover_batch_size=settings.recover_batch_size)
 
 
 def run_export_model(settings) -> None:

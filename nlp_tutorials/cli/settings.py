@@ -23,6 +23,8 @@ from nlp_tutorials.tasks import named_tasks, task_flag_help
 from nlp_tutorials.training.config import (
     FINETUNED_DIR,
     RANDOM_ORDERS,
+    RECOVERY_BATCH_SIZE,
+    RECOVERY_LEARNING_RATE,
     TOKENIZERS,
     FinetuneConfig,
     TrainConfig,
@@ -194,14 +196,25 @@ class HeadsSettings(Settings):
     pruned_dir: str | None = setting(None, "where the pruned model goes",
                               default_help="<model-dir>_pruned<percent>")
     recover_epochs: int = setting(0, "with --prune: fine-tune the pruned model again for this "
-                                     "many passes over the task's train examples at lr 2e-5",
+                                     "many passes over the task's train examples",
                                   kind=non_negative_int)
+    recover_learning_rate: float = setting(RECOVERY_LEARNING_RATE, "with --recover-epochs: "
+                                           "peak AdamW rate, 10% warm-up then linear decay",
+                                           kind=positive_float)
+    recover_batch_size: int = setting(RECOVERY_BATCH_SIZE, "with --recover-epochs: examples "
+                                                           "per step", kind=positive_int)
 
     def check(self, given: frozenset = frozenset()) -> None:
-        """Recovery epochs fine-tune the pruned copy, so they need --prune."""
+        """Recovery epochs fine-tune the pruned copy, so they need --prune; their rate and
+        batch size need them."""
         if self.recover_epochs and self.prune is None:
             raise UserError(f"--recover-epochs {self.recover_epochs}: only with --prune; "
                             f"expected --prune SHARE as well")
+        recipe = sorted(given & {"recover_learning_rate", "recover_batch_size"})
+        if recipe and not self.recover_epochs:
+            flag = "--" + recipe[0].replace("_", "-")
+            raise UserError(f"{flag}: only with --recover-epochs; expected --recover-epochs N "
+                            f"as well")
 
 
 @dataclasses.dataclass(kw_only=True)

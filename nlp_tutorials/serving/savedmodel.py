@@ -313,7 +313,7 @@ def serving_module(model_dir, strings: bool = True, xla: bool = False,
     ``xla``: the head compiled by XLA (sequence and multiple-choice models); ``precision``:
     the weights' and the products' (:mod:`~nlp_tutorials.serving.precision`)."""
     from nlp_tutorials.serving.precision import in_precision
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     head, tokenizer, task = load_finetuned(model_dir)
     head = in_precision(head, precision)

@@ -67,6 +67,10 @@ def check_schedule_records(records, path) -> None:
 # BERT's optimizer settings, which pre-training and fine-tuning share (no flags).
 WARMUP_FRACTION = 0.1  # of the steps, the rate rising linearly to its peak
 WEIGHT_DECAY = 0.01
+# A pruned model fine-tuned again (`heads --prune --recover-epochs`): the lowest rate of BERT's
+# grid and its smaller batch, so the remaining heads adjust without forgetting the task.
+RECOVERY_LEARNING_RATE = 2e-5
+RECOVERY_BATCH_SIZE = 16
 
 
 @dataclasses.dataclass

@@ -16,10 +16,17 @@ from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.text.packing import encode_pairs
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.training.finetuning import evaluate, load_finetuned, save_head
+from nlp_tutorials.finetuned.folders import load_finetuned, save_head
+from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.models.heads import SequenceClassifier
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.text.tokenization import WordTokenizer
+from nlp_tutorials.training.config import (
+    RECOVERY_BATCH_SIZE,
+    RECOVERY_LEARNING_RATE,
+    WARMUP_FRACTION,
+    WEIGHT_DECAY,
+)
 
 
 @pytest.fixture(scope="module")
@@ -171,11 +178,11 @@ def test_masking_study_scores_every_share_in_both_orders(head, pairs):
     study = bertology.masking_study(head, task, examples, pairs, importance, random_orders=2,
                                     printer=lines.append)
     assert study["shares"] == bertology.STUDY_SHARES and len(lines) == 10
-    unmasked = evaluate(head, task, examples, pairs, head_mask=np.ones([2, 4]))
+    unmasked = score_examples(head, task, examples, pairs, head_mask=np.ones([2, 4]))
     assert study["importance_order"][0] == unmasked
     assert study["random_order"][0] == unmasked
-    masked = evaluate(head, task, examples, pairs,
-                      head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
+    masked = score_examples(head, task, examples, pairs,
+                            head_mask=bertology.mask_of(np.array([0, 1]), 2, 4))
     assert study["importance_order"][2] == masked  # 20% of 8 heads: the two least important
 
 
@@ -196,7 +203,7 @@ def test_masking_study_masks_least_important_first_and_averages_the_random_order
 
     evaluated, per_share, lines = [], [], []
 
-    def evaluate(head, scored_task, examples, arrays, head_mask):
+    def score_examples(head, scored_task, examples, arrays, head_mask):
         assert (head, scored_task, examples, arrays) == ("head", task, "examples", "arrays")
         evaluated.append(np.array(head_mask, copy=True))
         return score(head_mask)
@@ -206,7 +213,7 @@ def test_masking_study_masks_least_important_first_and_averages_the_random_order
         per_share.append(evaluated[:])
         evaluated.clear()
 
-    monkeypatch.setattr(bertology, "evaluate", evaluate)
+    monkeypatch.setattr(bertology, "score_examples", score_examples)
     study = bertology.masking_study("head", task, "examples", "arrays", importance,
                                     random_orders=3, printer=printer)
     assert study["shares"] == bertology.STUDY_SHARES and len(per_share) == 10
@@ -270,3 +277,43 @@ def test_heads_command_without_a_fine_tuned_model_is_one_line(tmp_path, capsys):
     assert main("bert", ["heads", "--model-dir", str(tmp_path), "--recover-epochs", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--recover-epochs 1: only with --prune" in err
+    assert main("bert", ["heads", "--model-dir", str(tmp_path), "--prune", "0.25",
+                         "--recover-batch-size", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--recover-batch-size: only with --recover-epochs" in err
+
+
+def test_heads_command_hands_the_recovery_rate_and_batch_size_on(tmp_path, monkeypatch):
+    handed = []
+    monkeypatch.setattr(bertology, "heads_command", lambda *args, **kwargs: handed.append(kwargs))
+    assert main("bert", ["heads", "--model-dir", str(tmp_path), "--prune", "0.25",
+                         "--recover-epochs", "1", "--recover-learning-rate", "1e-4",
+                         "--recover-batch-size", "8"]) == 0
+    assert (handed[0]["recover_learning_rate"], handed[0]["recover_batch_size"]) == (1e-4, 8)
+    assert main("bert", ["heads", "--model-dir", str(tmp_path)]) == 0
+    assert (handed[1]["recover_learning_rate"], handed[1]["recover_batch_size"]) == (
+        RECOVERY_LEARNING_RATE, RECOVERY_BATCH_SIZE)
+
+
+def test_recover_compiles_fine_tunings_optimizer_for_the_rate_and_batch_it_is_given(
+        tokenizer, monkeypatch):
+    from nlp_tutorials.training import finetuning
+
+    optimizers, trained = [], []
+    real_optimizer = finetuning.make_optimizer
+
+    def noting_optimizer(learning_rate, steps, warmup_fraction, weight_decay):
+        optimizers.append((learning_rate, steps, warmup_fraction, weight_decay))
+        return real_optimizer(learning_rate, steps, warmup_fraction, weight_decay)
+
+    def noting_training(head, train, epochs, batch_size, rng, strategy, end_of_epoch):
+        trained.append((len(train["input_ids"]), epochs, batch_size, head.optimizer is not None))
+
+    monkeypatch.setattr(finetuning, "make_optimizer", noting_optimizer)
+    monkeypatch.setattr(bertology, "train_epochs", noting_training)
+    head = tiny_classifier(tokenizer.vocab_size, seed=3)
+    bertology.recover(head, tokenizer, 2, learning_rate=3e-4, batch_size=8, max_len=64)
+    pairs = len(load_mrpc("train"))
+    assert trained == [(pairs, 2, 8, True)]
+    assert optimizers == [(3e-4, 2 * (pairs // 8), WARMUP_FRACTION, WEIGHT_DECAY)]
+    assert head.optimizer is None  # dropped, as finetune drops it before saving

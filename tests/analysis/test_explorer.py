@@ -359,7 +359,7 @@ def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.text.packing import encode_pairs
     from nlp_tutorials.tasks.mrpc import load_mrpc
-    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.finetuned.folders import save_head
     from nlp_tutorials.models.heads import SequenceClassifier
 
     tokenizer = mrpc_tokenizer()

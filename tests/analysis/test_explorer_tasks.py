@@ -8,8 +8,8 @@ from fake_tasks import (ChoiceTask, ScoreTask, SentenceTask, save_model, tiny_ta
 from nlp_tutorials.analysis import explorer
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS, get_task
+from nlp_tutorials.finetuned.inference import class_probabilities, head_outputs
 from nlp_tutorials.tasks.shapes import softmax
-from nlp_tutorials.training.finetuning import class_probabilities, head_outputs
 
 
 def positions(head) -> int:

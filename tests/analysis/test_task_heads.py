@@ -16,7 +16,7 @@ from nlp_tutorials.models import heads
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
 from nlp_tutorials.tasks.base import model_arrays
-from nlp_tutorials.training.finetuning import load_finetuned
+from nlp_tutorials.finetuned.folders import load_finetuned
 
 MAX_LEN = 24
 
@@ -136,8 +136,8 @@ def test_heads_of_a_task_model_score_its_dev_file_study_dev_and_prune(sentence_m
     assert study["split"] == "dev" and len(study["importance_order"]) == 10
     head, tokenizer, task = load_finetuned(model_dir)
     task.data_dir = data
-    unmasked = bertology.evaluate(head, task, task.examples("dev"),
-                                  task.encode(tokenizer, task.examples("dev"), MAX_LEN))
+    unmasked = bertology.score_examples(head, task, task.examples("dev"),
+                                        task.encode(tokenizer, task.examples("dev"), MAX_LEN))
     assert study["importance_order"][0] == pytest.approx(unmasked)
     assert any(line.startswith("recovery epoch 1: train loss") for line in lines)
     pruned = load_finetuned(tmp_path / "model_pruned25")

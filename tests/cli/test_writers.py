@@ -45,7 +45,7 @@ def tiny_finetuned(folder: Path) -> Path:
     from nlp_tutorials.models.heads import SequenceClassifier
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.finetuned.folders import save_head
     from support import tiny_model
 
     tokenizer = WordTokenizer.build([s for p in load_mrpc("train")[:300] for s in (p.s1, p.s2)])
@@ -439,9 +439,9 @@ start_tensorflow = runs.start_tensorflow
 
 def start_then_pause_before_predicting():  # TensorFlow first: its start-up lines are dropped
     start_tensorflow()
-    from nlp_tutorials.training import finetuning
-    predict = finetuning.predict
-    finetuning.predict = lambda *args, **kwargs: (pause(sys.argv[1]), predict(*args, **kwargs))
+    from nlp_tutorials.finetuned import predicting
+    predict = predicting.predict
+    predicting.predict = lambda *args, **kwargs: (pause(sys.argv[1]), predict(*args, **kwargs))
 
 
 runs.start_tensorflow = start_then_pause_before_predicting
@@ -485,7 +485,7 @@ def test_a_held_folder_reads_and_copies_as_before(tmp_path, capsys):
     that read the folder, and a copy of it, work as before (0.1.0's folders here)."""
     from nlp_tutorials.system.locks import held_folder
     from nlp_tutorials.training.checkpoints import checkpoint_names, restore_model
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     legacy = shutil.copytree(FIXTURES / "legacy_0_1", tmp_path / "legacy")
     pretrained, finetuned = legacy / "bert_pretrain", legacy / "bert_finetuned"

@@ -18,7 +18,7 @@ from safetensors.numpy import load_file, save_file
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.models.config import BertConfig
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.training.finetuning import load_finetuned, save_head
+from nlp_tutorials.finetuned.folders import load_finetuned, save_head
 from nlp_tutorials.models.heads import SequenceClassifier
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

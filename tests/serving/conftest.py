@@ -41,7 +41,7 @@ def minilm_mrpc(tmp_path_factory):
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.models.heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import load_tokenizer
-    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.finetuned.folders import save_head
 
     import keras
 

@@ -139,7 +139,7 @@ def save_tiny_finetuned(directory, tokenizer, pooling: str, seed: int = 0) -> Pa
     import keras
 
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.finetuned.folders import save_head
     from nlp_tutorials.models.heads import SequenceClassifier
 
     keras.utils.set_random_seed(seed)
@@ -175,7 +175,8 @@ def predict_probabilities(model_dir, pairs):
     """What `predict` computes for ``pairs``: P(paraphrase) [n], the pairs encoded at the
     loaded task's ``max_len`` (a model saved without task.json is MRPC's, 128 tokens, or its
     positions if fewer), not at the model's positions."""
-    from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.inference import class_probabilities
 
     head, tokenizer, task = load_finetuned(model_dir)
     return class_probabilities(head, task.encode(tokenizer, pairs, task.max_len))[:, 1]
@@ -237,7 +238,7 @@ def test_serving_default_answers_as_predict(exported, loaded):
 
 @pytest.mark.slow
 def test_predict_ids_answers_as_predict(exported, loaded):
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     model_dir, _ = exported
     pairs = load_mrpc("test")[:24]
@@ -254,7 +255,7 @@ def test_predict_ids_answers_as_predict(exported, loaded):
 
 def summaries(model_dir, sentences):
     """The vectors the classifier reads for single ``sentences``, from the package: [n, hidden]."""
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     head, tokenizer, task = load_finetuned(model_dir)
     rows = [tokenizer.encode(s, max_len=task.max_len) for s in sentences]
@@ -289,7 +290,8 @@ def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling, request
 @pytest.mark.slow
 @pytest.mark.parametrize("xla", [False, True])
 def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path, xla):
-    from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.inference import class_probabilities
     from nlp_tutorials.serving.savedmodel import export_model
 
     version = export_model(minilm_mrpc, tmp_path / "served", printer=lambda *_: None, xla=xla)
@@ -315,7 +317,7 @@ def word_level_model(root) -> Path:
 def test_predict_ids_needs_no_tensorflow_text(learned, tmp_path):
     """--ids-only (and a word-level model) export plain TensorFlow ops: the models load and
     answer where tensorflow-text was never imported (both in one fresh Python)."""
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
     from nlp_tutorials.serving.savedmodel import WORD_LEVEL_NOTE, export_model
 
     pairs, requests, model_dirs = load_mrpc("test")[:16], [], []

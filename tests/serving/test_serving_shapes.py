@@ -41,7 +41,7 @@ def exported(task_class, tmp_path, monkeypatch):
 def head_outputs(head, tokenizer, task, examples, max_len=None):
     """The head's logits on the task's own encoding, numpy; by default at predict's length
     (the task's, at most the positions)."""
-    from nlp_tutorials.training.finetuning import head_outputs as outputs
+    from nlp_tutorials.finetuned.inference import head_outputs as outputs
 
     max_len = max_len or min(task.max_len, head.backbone.config.max_position_embeddings)
     return outputs(head, task.encode(tokenizer, examples, max_len))

@@ -54,7 +54,7 @@ def tiny_span_model(task, lower_case: bool = True):
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.models.config import ModelConfig
-    from nlp_tutorials.training.finetuning import head_outputs
+    from nlp_tutorials.finetuned.inference import head_outputs
 
     texts = [text for pair in QUESTIONS for text in pair]
     tokenizer = WordPieceTokenizer.train(texts, vocab_size=150, lower_case=lower_case)
@@ -177,7 +177,9 @@ def exported(task, tmp_path):
 
 def predicted(model_dir):
     """``bert predict``'s lines on QUESTIONS, with the task's own numpy decoding of them."""
-    from nlp_tutorials.training.finetuning import head_outputs, load_finetuned, predict
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.inference import head_outputs
+    from nlp_tutorials.finetuned.predicting import predict
 
     head, tokenizer, task = load_finetuned(model_dir)
     lines = [f"{q}\t{c}" for q, c in QUESTIONS]
@@ -254,7 +256,7 @@ def halfway_threshold(task, head, tokenizer) -> float:
 
 def decoded(head, tokenizer, task):
     """(outputs, arrays, examples) of QUESTIONS, for ``task.predictions``."""
-    from nlp_tutorials.training.finetuning import head_outputs
+    from nlp_tutorials.finetuned.inference import head_outputs
 
     examples = questions()
     arrays = task.encode(tokenizer, examples, min(task.max_len, MAX_POSITIONS))

@@ -16,7 +16,9 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.tasks.shapes import softmax
 from nlp_tutorials.tasks.conll import ConllTask
-from nlp_tutorials.training.finetuning import head_outputs, load_finetuned, predict
+from nlp_tutorials.finetuned.folders import load_finetuned
+from nlp_tutorials.finetuned.inference import head_outputs
+from nlp_tutorials.finetuned.predicting import predict
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text: "

@@ -367,7 +367,7 @@ def tiny_bert():
 
 
 def test_keras_head_stopped_half_way(tmp_path, monkeypatch):
-    from nlp_tutorials.training.finetuning import load_finetuned, save_head
+    from nlp_tutorials.finetuned.folders import load_finetuned, save_head
     from nlp_tutorials.models.heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
 
@@ -407,7 +407,7 @@ import hashlib, os, sys
 sys.path.insert(0, sys.argv[2])
 from interrupt import stop_at_write
 from support import tiny_model
-from nlp_tutorials.training.finetuning import save_head
+from nlp_tutorials.finetuned.folders import save_head
 from nlp_tutorials.models.heads import SequenceClassifier
 
 head = SequenceClassifier(tiny_model("bert", hidden_size=16, num_hidden_layers=1,
@@ -461,7 +461,7 @@ def lambda_model(marker):
 def test_keras_lambda_layer_is_refused_by_safe_mode(tmp_path):
     import keras
 
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     marker = tmp_path / "payload_ran"
     lambda_model(marker).save(tmp_path / "model.keras")
@@ -482,7 +482,7 @@ def test_keras_lambda_layer_is_refused_by_safe_mode(tmp_path):
 def test_keras_file_of_another_model_or_of_garbage_is_one_line(tmp_path):
     import keras
 
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     inputs = keras.Input((2,))
     keras.Model(inputs, keras.layers.Dense(1)(inputs)).save(tmp_path / "model.keras")

@@ -21,7 +21,7 @@ def finetuned(tmp_path_factory):
     from nlp_tutorials.models.config import ModelConfig
     from nlp_tutorials.models.heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.training.finetuning import save_head
+    from nlp_tutorials.finetuned.folders import save_head
 
     folder = tmp_path_factory.mktemp("finetuned")
     tokenizer = WordTokenizer.build(["the cat sat", "a cat was sitting"])
@@ -81,7 +81,7 @@ KNOWN = ('"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", 
     ({"task": "mrpc", "labels": ["", "1"]}, 'labels is ["", "1"]; expected a non-empty list'),
 ])
 def test_a_bad_task_json_is_named_with_its_field(finetuned, tmp_path, saved, expected):
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     folder = shutil.copytree(finetuned, tmp_path / "model")
     (folder / "task.json").write_text(json.dumps(saved))

@@ -149,7 +149,8 @@ def test_a_token_task_runs_through_the_same_seam(monkeypatch):
 
     from nlp_tutorials.models.heads import TokenClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.training.finetuning import evaluate, head_outputs, train_epochs
+    from nlp_tutorials.finetuned.inference import head_outputs, score_examples
+    from nlp_tutorials.training.finetuning import train_epochs
 
     monkeypatch.setitem(TASKS, "toy_tags", ToyNumberTagging)
     task = get_task("toy_tags", dev_size=4)
@@ -171,7 +172,7 @@ def test_a_token_task_runs_through_the_same_seam(monkeypatch):
     np.testing.assert_allclose(outputs[real], full[real], atol=1e-5)
     predictions = task.predictions(outputs, arrays, train)
     assert [len(p) for p in predictions] == [len(e.words) for e in train]
-    scores = evaluate(head, task, train, arrays)
+    scores = score_examples(head, task, train, arrays)
     right = sum((np.array(p) == e.tags).sum() for p, e in zip(predictions, train))
     assert scores == {"accuracy": pytest.approx(right / sum(len(e.tags) for e in train))}
 
@@ -186,13 +187,9 @@ class ToyMood(MrpcTask):
 def test_label_names_round_trip_through_a_saved_model_and_predict_prints_them(
         tmp_path, monkeypatch):
     from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.training.finetuning import (
-        class_probabilities,
-        load_finetuned,
-        predict,
-        save_head,
-        save_task,
-    )
+    from nlp_tutorials.finetuned.folders import load_finetuned, save_head, save_task
+    from nlp_tutorials.finetuned.inference import class_probabilities
+    from nlp_tutorials.finetuned.predicting import predict
 
     monkeypatch.setitem(TASKS, "toy_mood", ToyMood)
     pairs = load_mrpc("test")[:6]
@@ -222,7 +219,7 @@ def test_export_model_refuses_a_token_task_not_encoded_as_conll_in_one_line(tmp_
                                                                              monkeypatch):
     from nlp_tutorials.serving.savedmodel import export_model
     from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.training.finetuning import save_head, save_task
+    from nlp_tutorials.finetuned.folders import save_head, save_task
 
     monkeypatch.setitem(TASKS, "toy_tags", ToyNumberTagging)
     task = get_task("toy_tags")

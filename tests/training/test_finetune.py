@@ -58,12 +58,9 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.models.config import ModelConfig
     from nlp_tutorials.tasks import get_task
-    from nlp_tutorials.training.finetuning import (
-        class_probabilities,
-        load_finetuned,
-        predict,
-        save_head,
-    )
+    from nlp_tutorials.finetuned.folders import load_finetuned, save_head
+    from nlp_tutorials.finetuned.inference import class_probabilities
+    from nlp_tutorials.finetuned.predicting import predict
     from nlp_tutorials.models.heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
 
@@ -135,7 +132,8 @@ def test_saved_model_is_the_head_that_was_trained(finetuned):
     """model.keras holds the head fine-tuning kept in memory (the seed with the best dev
     accuracy): the same weights and the same predictions; the other seed's head differs."""
     from nlp_tutorials.tasks import get_task
-    from nlp_tutorials.training.finetuning import class_probabilities, load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.inference import class_probabilities
 
     root, result, _, heads = finetuned
     dev = [run["dev"]["accuracy"] for run in result["runs"]]
@@ -158,7 +156,7 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
 
     import h5py
 
-    from nlp_tutorials.training.finetuning import load_finetuned
+    from nlp_tutorials.finetuned.folders import load_finetuned
 
     root = finetuned[0]
     head = load_finetuned(root / "mrpc").head
@@ -173,7 +171,8 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
 
 @pytest.mark.slow
 def test_predict_prints_pairs_before_a_malformed_line(finetuned):
-    from nlp_tutorials.training.finetuning import load_finetuned, predict
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.predicting import predict
 
     root = finetuned[0]
     head, tokenizer, task = load_finetuned(root / "mrpc")
@@ -192,7 +191,7 @@ def test_predict_prints_pairs_before_a_malformed_line(finetuned):
 
 
 def test_length_grouped_order_is_a_permutation_with_tighter_batches():
-    from nlp_tutorials.training.finetuning import length_grouped_order
+    from nlp_tutorials.finetuned.batching import length_grouped_order
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 100, size=1000)
@@ -221,7 +220,8 @@ def test_the_epochs_train_loss_is_the_mean_over_its_steps():
 
     from fake_tasks import SENTENCES, Sentence, SentenceTask, tiny_wordpiece_head
     from nlp_tutorials.tasks.base import model_arrays
-    from nlp_tutorials.training.finetuning import batches, train_epochs
+    from nlp_tutorials.finetuned.batching import batches
+    from nlp_tutorials.training.finetuning import train_epochs
 
     task = SentenceTask()
     head, tokenizer = tiny_wordpiece_head(task)

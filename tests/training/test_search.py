@@ -148,18 +148,18 @@ def test_a_trial_below_the_median_after_an_epoch_is_stopped(mrpc_folder, tmp_pat
     from nlp_tutorials.training import finetuning
     from nlp_tutorials.training.finetuning import finetune
 
-    real_evaluate, rates = finetuning.evaluate, []
+    real_score, rates = finetuning.score_examples, []
     real_once = finetuning.finetune_once
 
     def once_noting_its_rate(config, *args, **kwargs):
         rates.append(config.learning_rate)
         return real_once(config, *args, **kwargs)
 
-    def evaluate(head, task, examples, arrays, head_mask=None):
-        scores = real_evaluate(head, task, examples, arrays, head_mask)
+    def score_examples(head, task, examples, arrays, head_mask=None):
+        scores = real_score(head, task, examples, arrays, head_mask)
         return {**scores, "accuracy": {1e-3: 0.8, 1e-4: 0.7, 1e-5: 0.1}[rates[-1]]}
 
-    monkeypatch.setattr(finetuning, "evaluate", evaluate)
+    monkeypatch.setattr(finetuning, "score_examples", score_examples)
     monkeypatch.setattr(finetuning, "finetune_once", once_noting_its_rate)
     space = space_file(tmp_path, {"learning_rate": [1e-3, 1e-4, 1e-5], "epochs": [2]})
     monkeypatch.setattr("optuna.samplers.GridSampler",

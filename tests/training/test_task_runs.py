@@ -131,12 +131,14 @@ def test_task_json_keeps_what_predict_and_evaluate_need(finetuned):
 
 def test_evaluate_scores_and_writes_what_the_head_predicts(finetuned, glue_folder, tmp_path):
     from nlp_tutorials.tasks.mrpc import read_mrpc_file
-    from nlp_tutorials.training.finetuning import evaluate_model, load_finetuned
+    from nlp_tutorials.finetuned.evaluation import evaluate_model
+    from nlp_tutorials.finetuned.folders import load_finetuned
     from nlp_tutorials.text.packing import encode_pairs
 
     folder, _, _ = finetuned
     printed = []
-    scores = evaluate_model(folder, "dev", tmp_path, data_dir=glue_folder, printer=printed.append)
+    scores = evaluate_model(folder, "dev", tmp_path, data_dir=glue_folder, printer=printed.append,
+                            dev_size=FinetuneConfig.dev_size)
     # Independently: the head's own logits on the dev pairs, arg-maxed and scored in numpy.
     head, tokenizer, _ = load_finetuned(folder)
     pairs = read_mrpc_file(glue_folder / "dev.tsv")
@@ -156,18 +158,19 @@ def test_evaluate_scores_and_writes_what_the_head_predicts(finetuned, glue_folde
 
 
 def test_evaluate_without_the_split_names_what_to_pass(finetuned, tmp_path):
-    from nlp_tutorials.training.finetuning import evaluate_model
+    from nlp_tutorials.finetuned.evaluation import evaluate_model
 
     folder, _, _ = finetuned
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(UserError, match="no dev file for MRPC: expected dev.tsv in --data DIR, "
                                         "or --file FILE"):
-        evaluate_model(folder, "dev", tmp_path, data_dir=empty)
+        evaluate_model(folder, "dev", tmp_path, data_dir=empty,
+                       dev_size=FinetuneConfig.dev_size)
 
 
 def test_a_task_json_field_the_task_does_not_keep_is_one_line(finetuned, tmp_path):
-    from nlp_tutorials.training.finetuning import load_task
+    from nlp_tutorials.finetuned.folders import load_task
 
     saved = json.loads((finetuned[0] / "task.json").read_text())
     (tmp_path / "task.json").write_text(json.dumps({**saved, "columns": ["a"]}))
@@ -204,16 +207,16 @@ def test_squad2_keeps_the_epoch_best_at_its_tuned_threshold_each_seed_tuning_its
     for name in ("train-v2.0.json", "dev-v2.0.json"):
         shutil.copy(REPOSITORY / "tests" / "fixtures" / "squad" / "dev-v2.0-slice.json",
                     data / name)
-    real_evaluate, thresholds_seen = finetuning.evaluate, []
+    real_score, thresholds_seen = finetuning.score_examples, []
     scripted = [dict(f1=0.5, best_f1=0.5, best_threshold=1.5),   # each seed's first epoch
                 dict(f1=0.5, best_f1=0.7, best_threshold=2.5)]   # and its second
 
-    def evaluate(head, task, examples, arrays, head_mask=None):
+    def score_examples(head, task, examples, arrays, head_mask=None):
         thresholds_seen.append(task.null_threshold)
-        scores = real_evaluate(head, task, examples, arrays, head_mask)
+        scores = real_score(head, task, examples, arrays, head_mask)
         return {**scores, **scripted[(len(thresholds_seen) - 1) % 2]}
 
-    monkeypatch.setattr(finetuning, "evaluate", evaluate)
+    monkeypatch.setattr(finetuning, "score_examples", score_examples)
     output = tmp_path / "model"
     config = FinetuneConfig(task="squad2", data=str(data), init_from=str(TINY_BERT),
                             output_dir=str(output), epochs=2, seeds=2, batch_size=8,

@@ -236,11 +236,11 @@ def run_model(model_name: str, model_dir, n: int, data_dir=None) -> dict:
         from nlp_tutorials.training.seq2seq import load
 
         return collect_date_attention(load(model_dir), n)
-    from nlp_tutorials.training.finetuning import MODEL_FILE
+    from nlp_tutorials.finetuned.folders import MODEL_FILE
     from nlp_tutorials.analysis.visual import collect_attention
 
     if (Path(model_dir) / MODEL_FILE).is_file():
-        from nlp_tutorials.training.finetuning import load_finetuned
+        from nlp_tutorials.finetuned.folders import load_finetuned
 
         return collect_task_attention(*load_finetuned(model_dir), n, model_dir, data_dir)
     from nlp_tutorials.training.checkpoints import restore_model
@@ -262,7 +262,7 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
     """
     from nlp_tutorials.analysis.bertology import task_with_data
     from nlp_tutorials.analysis.visual import as_numpy
-    from nlp_tutorials.training.finetuning import head_outputs
+    from nlp_tutorials.finetuned.inference import head_outputs
 
     task = task_with_data(task, model_dir, data_dir, task.dev_size)
     examples = (task.examples("test") or task.examples("dev"))[:n]
