@@ -139,7 +139,7 @@ def worker(args) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(config["pools"][1])
     use_variant(config["variant"])
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
 
     minilm = args.minilm_dir
     if not minilm:

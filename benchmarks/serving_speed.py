@@ -332,7 +332,7 @@ def prepare(args, folder: Path) -> dict:
 def fresh_classifier(minilm, folder: Path) -> Path:
     """all-MiniLM-L6-v2 with a fresh MRPC classifier, saved as ``finetune`` saves a model."""
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import load_tokenizer
     from nlp_tutorials.finetuned.folders import save_head
 

@@ -1,6 +1,7 @@
-"""The fine-tuning heads, where they have always been imported from:
-``from nlp_tutorials.heads import SequenceClassifier`` (defined in :mod:`nlp_tutorials.models.heads`)."""
-from nlp_tutorials.models.heads import (
+"""The task heads fine-tuning adds, where they have always been imported from:
+``from nlp_tutorials.heads import SequenceClassifier`` (defined in
+:mod:`nlp_tutorials.models.task_heads`)."""
+from nlp_tutorials.models.task_heads import (
     Head,
     MultipleChoice,
     SequenceClassifier,

@@ -90,8 +90,24 @@ def test_serving_and_the_explorer_load_fine_tuned_models_without_training():
     assert not reaching, "imports of training/:\n" + "\n".join(sorted(reaching))
 
 
+def test_no_module_over_450_lines_and_no_function_over_60():
+    """A module longer than 450 lines holds more than one job; a function longer than 60 lines
+    more than one step. Either is split along its seam (docs/design.md)."""
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        if len(source.splitlines()) > 450:
+            too_long.append(f"{path.relative_to(PACKAGE)}: {len(source.splitlines())} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    too_long.append(f"{path.relative_to(PACKAGE)}: {node.name}, {lines} lines")
+    assert not too_long, "\n".join(too_long)
+
+
 def test_the_lesson_files_stay_short():
-    for name in ("masks", "transformer", "gpt", "bert", "heads"):
+    for name in ("masks", "transformer", "gpt", "bert", "task_heads"):
         lines = len((PACKAGE / "models" / f"{name}.py").read_text().splitlines())
         assert lines <= 400, f"models/{name}.py has {lines} lines; the lesson files stay under 400"
 

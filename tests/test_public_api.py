@@ -19,7 +19,7 @@ PUBLIC_NAMES = [
                    "Encoder", "Decoder", "Embeddings")],
     ("nlp_tutorials.config", "ModelConfig", "nlp_tutorials.models.config"),
     ("nlp_tutorials.config", "BertConfig", "nlp_tutorials.models.config"),
-    *[("nlp_tutorials.heads", name, "nlp_tutorials.models.heads")
+    *[("nlp_tutorials.heads", name, "nlp_tutorials.models.task_heads")
       for name in ("Head", "SequenceClassifier", "TokenClassifier", "SpanExtractor",
                    "MultipleChoice")],
     *[("nlp_tutorials.tokenization", name, "nlp_tutorials.text.tokenization")

@@ -55,8 +55,8 @@ class Recovery(NamedTuple):
     batch_size: int
 
 
-def head_shape(head) -> tuple[int, int]:
-    """(layers, heads per layer as unpruned) of a fine-tuning head's backbone."""
+def attention_grid(head) -> tuple[int, int]:
+    """(layers, attention heads per layer as unpruned) of the backbone under a task head."""
     config = head.backbone.config
     return config.num_hidden_layers, config.num_attention_heads
 
@@ -103,7 +103,7 @@ def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
     cut long inputs into windows). ``head_mask`` [layers, heads]
     (default: ones) is the point the gradient is taken at. A pruned head has importance 0.
     """
-    layers, heads = head_shape(head)
+    layers, heads = attention_grid(head)
     head_mask = tf.constant(np.ones([layers, heads]) if head_mask is None else head_mask,
                             tf.float32)
 
@@ -123,7 +123,7 @@ def entropy(head, arrays: dict) -> np.ndarray:
     """Each head's attention entropy (nats), averaged over the real query tokens of each of
     ``arrays``' examples (all its choices' for a multiple-choice example) and then over the
     examples: [layers, heads] float64, NaN for a pruned head."""
-    layers, heads = head_shape(head)
+    layers, heads = attention_grid(head)
 
     @tf.function(input_signature=[example_signature(arrays)])
     def entropies(example):
@@ -184,7 +184,7 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
     """``{layer: [head, ...]}``: ``share`` of all heads chosen as Michel et al. prune, ``step``
     of them at a time, the importance measured again on ``arrays`` with the heads chosen so far
     masked (a head can matter more once another is gone). Each layer keeps one head."""
-    layers, heads = head_shape(head)
+    layers, heads = attention_grid(head)
     mask = np.zeros([layers, heads], np.float32)
     for layer, kept in enumerate(kept_heads(head)):
         mask[layer, kept] = 1.0

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import keras
 
-from nlp_tutorials.models import heads
+from nlp_tutorials.models import task_heads
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
 from nlp_tutorials.system.values import integer_field, refuse, required, text_field
@@ -30,7 +30,7 @@ LEGACY_TASK = "mrpc"
 class Finetuned(NamedTuple):
     """What :func:`load_finetuned` reads back: the head, its tokenizer and its task (built with
     the label names saved beside the model)."""
-    head: heads.Head
+    head: task_heads.Head
     tokenizer: Tokenizer
     task: Task
 

@@ -2,7 +2,7 @@
 (Devlin et al., 2019, section 4.4).
 
 Every (context, ending) pair is encoded on its own as ``[CLS] context [SEP] ending [SEP]``; the
-:class:`~nlp_tutorials.models.heads.MultipleChoice` head gives each pair one score and a
+:class:`~nlp_tutorials.models.task_heads.MultipleChoice` head gives each pair one score and a
 softmax across one example's pairs picks the ending. Two data sets share the shape:
 
 - :class:`SwagTask`, SWAG (Zellers et al., 2018): a video caption's first sentence and four

@@ -3,7 +3,7 @@
 What differs by shape and not by data set is said here once, so that no other module asks a
 task which shape it has:
 
-- the head built around the backbone (:mod:`nlp_tutorials.models.heads`), and which
+- the head built around the backbone (:mod:`nlp_tutorials.models.task_heads`), and which
   fine-tuning settings it takes (``pooling`` for a sentence classifier);
 - the raw texts one example is made of: the string inputs of an exported model;
 - for the shapes whose answer is a class (sequence, choice): the predictions (arg-max of the
@@ -44,7 +44,7 @@ class Shape:
 
     name = ""  # how messages call it
     described_as = ""  # what its tasks answer, in --task's help
-    head_name = ""  # the head's class in nlp_tutorials.models.heads
+    head_name = ""  # the head's class in nlp_tutorials.models.task_heads
     head_settings: tuple[str, ...] = ()  # fine-tuning settings the head's constructor takes
     labels_sized = False  # the head has one output per label (num_labels)
     text_inputs: tuple[str, ...] = ()  # the raw texts of one example, in encoding order
@@ -60,9 +60,9 @@ class Shape:
 
     def head_class(self):
         """The class of this shape's head (imported here: it brings TensorFlow)."""
-        from nlp_tutorials.models import heads
+        from nlp_tutorials.models import task_heads
 
-        return getattr(heads, self.head_name)
+        return getattr(task_heads, self.head_name)
 
     def build_head(self, task, backbone, **options):
         """This shape's head around ``backbone``; ``options`` go to its constructor

@@ -1,7 +1,7 @@
 """SQuAD (Rajpurkar et al., 2016 and 2018): find the answer to a question in a paragraph.
 
 The answer is a span of the paragraph (its "context"), so the model marks where it starts and
-where it ends (the span shape, :class:`~nlp_tutorials.models.heads.SpanExtractor`). v1.1
+where it ends (the span shape, :class:`~nlp_tutorials.models.task_heads.SpanExtractor`). v1.1
 answers every question; v2.0 adds questions the paragraph cannot answer, where the right
 answer is none at all.
 

@@ -1,12 +1,9 @@
-"""The settings of each kind of run, each declared once.
-
-One run of each command: :class:`TrainConfig` (``bert|gpt train``), :class:`FinetuneConfig`
-(``bert finetune``) and :class:`DateTrainConfig` (``transformer train``). A field declared with
-:func:`~nlp_tutorials.system.settings.setting` is also a command-line flag whose default, help
-text and kind of value are written once, here (the machinery: :mod:`nlp_tutorials.system.settings`).
-Rules between fields live in each class's ``check()``, which runs whenever a config is made,
-from flags or in Python. This module
-imports no TensorFlow (nor argparse).
+"""The settings of each kind of run, each declared once: :class:`TrainConfig` (``bert|gpt
+train``), :class:`FinetuneConfig` (``bert finetune``), :class:`DateTrainConfig` (``transformer
+train``). A field declared with :func:`~nlp_tutorials.system.settings.setting` is also a flag
+whose default, help and kind of value are written once, here (the machinery:
+:mod:`nlp_tutorials.system.settings`). Rules between fields live in each class's ``check()``,
+run whenever a config is made, from flags or in Python. No TensorFlow (nor argparse) here.
 """
 import dataclasses
 from pathlib import Path
@@ -34,7 +31,6 @@ from nlp_tutorials.training.distribute import (
     precision_setting,
     strategy_setting,
 )
-
 
 MODELS_DIR = "visual/models"  # where each command puts and looks for models by default
 TOKENIZERS = ("word", "wordpiece")  # the kinds of tokenizer a run or `prepare` learns

@@ -9,7 +9,7 @@ MRPC's pairs, a corpus or shards), builds the model and its optimizer
 (:func:`~nlp_tutorials.training.loop.train_steps`, once per phase: :func:`train_in_phases`),
 which runs the model's compiled ``step()``, reports to
 :class:`~nlp_tutorials.training.loop.Progress` and saves checkpoints. It hands back the trained
-model, which :func:`~nlp_tutorials.training.pretraining_evaluation.evaluate` has scored on
+model, which :func:`~nlp_tutorials.training.pretraining_evaluation.score_on_test` has scored on
 the MRPC test split. The optimizer and schedule are in
 :mod:`nlp_tutorials.training.optimization`, checkpoints in
 :mod:`nlp_tutorials.training.checkpoints`.
@@ -57,7 +57,7 @@ from nlp_tutorials.training.checkpoints import (
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
 from nlp_tutorials.training.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
-from nlp_tutorials.training.pretraining_evaluation import describe_predictions, evaluate
+from nlp_tutorials.training.pretraining_evaluation import describe_predictions, score_on_test
 
 TRAIN_CONFIG_NAME = "train_config.json"
 # Under --jit, batch lengths are rounded up to a multiple of this: XLA compiles each distinct
@@ -301,7 +301,7 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
             folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
             progress.note(f"wrote {folder} (finetune --init-from reads it)")
         test_pairs = load_mrpc("test")
-        evaluation = evaluate(model, tokenizer, config, printer, text.train_pairs, test_pairs)
+        evaluation = score_on_test(model, tokenizer, config, printer, text.train_pairs, test_pairs)
     return PretrainedRun(model, tokenizer, config, evaluation, test_pairs)
 
 

@@ -27,8 +27,8 @@ def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:
     return f"  target:    {' '.join(targets)}\n  predicted: {' '.join(predicted)}"
 
 
-def evaluate(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None,
-             test_pairs=None) -> dict:
+def score_on_test(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None,
+                  test_pairs=None) -> dict:
     """Masked-token (or next-token) and NSP accuracy on the MRPC test split.
 
     Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len

@@ -18,7 +18,7 @@ from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.finetuned.folders import load_finetuned, save_head
 from nlp_tutorials.finetuned.inference import score_examples
-from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.models.task_heads import SequenceClassifier
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.text.tokenization import WordTokenizer
 from nlp_tutorials.training.config import (

@@ -360,7 +360,7 @@ def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     from nlp_tutorials.text.packing import encode_pairs
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.finetuned.folders import save_head
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
 
     tokenizer = mrpc_tokenizer()
     classifier = SequenceClassifier(BERT(tiny_bert_config(tokenizer)))

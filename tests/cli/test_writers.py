@@ -42,7 +42,7 @@ def refused_before_tensorflow(model: str, *args) -> str:
 
 def tiny_finetuned(folder: Path) -> Path:
     """A tiny BERT with a fresh MRPC classifier, saved as `finetune` saves one."""
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.text.tokenization import WordTokenizer
     from nlp_tutorials.finetuned.folders import save_head

@@ -19,7 +19,7 @@ from nlp_tutorials.bert import BERT
 from nlp_tutorials.models.config import BertConfig
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.finetuned.folders import load_finetuned, save_head
-from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.models.task_heads import SequenceClassifier
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TINY_HF = FIXTURES / "bert_tiny_hf"

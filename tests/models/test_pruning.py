@@ -12,7 +12,7 @@ import tensorflow as tf
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.models.task_heads import SequenceClassifier
 from nlp_tutorials.models.masks import padding_mask
 from nlp_tutorials.models.pruning import pruned_head_model
 from nlp_tutorials.models.layers import MultiHeadAttention

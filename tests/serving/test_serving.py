@@ -140,7 +140,7 @@ def save_tiny_finetuned(directory, tokenizer, pooling: str, seed: int = 0) -> Pa
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.finetuned.folders import save_head
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
 
     keras.utils.set_random_seed(seed)
     backbone = BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,

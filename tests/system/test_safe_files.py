@@ -368,7 +368,7 @@ def tiny_bert():
 
 def test_keras_head_stopped_half_way(tmp_path, monkeypatch):
     from nlp_tutorials.finetuned.folders import load_finetuned, save_head
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
 
     head = SequenceClassifier(tiny_bert())
@@ -408,7 +408,7 @@ sys.path.insert(0, sys.argv[2])
 from interrupt import stop_at_write
 from support import tiny_model
 from nlp_tutorials.finetuned.folders import save_head
-from nlp_tutorials.models.heads import SequenceClassifier
+from nlp_tutorials.models.task_heads import SequenceClassifier
 
 head = SequenceClassifier(tiny_model("bert", hidden_size=16, num_hidden_layers=1,
                                      num_attention_heads=2, intermediate_size=32,

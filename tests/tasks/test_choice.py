@@ -286,7 +286,7 @@ def tiny_bert_head(task):
 
 
 def test_a_tiny_bert_scores_the_fixture_through_the_choice_head():
-    from nlp_tutorials.models.heads import MultipleChoice
+    from nlp_tutorials.models.task_heads import MultipleChoice
     from nlp_tutorials.tasks.base import model_arrays
 
     task = CommonsenseQaTask(data_dir=CSQA)

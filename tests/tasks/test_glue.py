@@ -289,7 +289,7 @@ def test_settings_round_trip_through_json(task_class):
 def test_sts_b_trains_a_one_output_head_on_squared_error(tiny_bert):
     """The regression head: one output per pair, and its loss the mean squared error of the
     outputs against the gold scores."""
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
 
     task = fixture_task(StsbTask)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nlp_tutorials.models.heads import TokenClassifier
+from nlp_tutorials.models.task_heads import TokenClassifier
 from nlp_tutorials.serving.savedmodel import SequenceModule
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS

@@ -19,7 +19,7 @@ def finetuned(tmp_path_factory):
     """An untrained tiny classifier saved as `finetune` saves one (no task.json: MRPC)."""
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.models.config import ModelConfig
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
     from nlp_tutorials.finetuned.folders import save_head
 

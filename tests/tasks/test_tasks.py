@@ -147,7 +147,7 @@ def test_a_token_task_runs_through_the_same_seam(monkeypatch):
     import keras
     import tensorflow as tf
 
-    from nlp_tutorials.models.heads import TokenClassifier
+    from nlp_tutorials.models.task_heads import TokenClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
     from nlp_tutorials.finetuned.inference import head_outputs, score_examples
     from nlp_tutorials.training.finetuning import train_epochs

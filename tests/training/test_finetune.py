@@ -61,7 +61,7 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
     from nlp_tutorials.finetuned.folders import load_finetuned, save_head
     from nlp_tutorials.finetuned.inference import class_probabilities
     from nlp_tutorials.finetuned.predicting import predict
-    from nlp_tutorials.models.heads import SequenceClassifier
+    from nlp_tutorials.models.task_heads import SequenceClassifier
     from nlp_tutorials.text.tokenization import WordTokenizer
 
     pairs = load_mrpc("test")[:20]

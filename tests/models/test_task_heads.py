@@ -9,7 +9,7 @@ import pytest
 
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.gpt import GPT
-from nlp_tutorials.models.heads import (
+from nlp_tutorials.models.task_heads import (
     MultipleChoice,
     SequenceClassifier,
     SpanExtractor,

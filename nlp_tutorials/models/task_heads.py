@@ -1,4 +1,6 @@
-"""Fine-tuning heads: the four task shapes of the BERT paper (Devlin et al., 2019, section 4).
+"""Task heads, what fine-tuning adds on a backbone: one per task shape of the BERT paper
+(Devlin et al., 2019, section 4). Not to be confused with attention heads (the ``heads`` command,
+:mod:`nlp_tutorials.analysis.bertology`).
 
 Each head wraps a backbone (a :class:`~nlp_tutorials.bert.BERT`, or a
 :class:`~nlp_tutorials.gpt.GPT`) and adds one small dense layer; fine-tuning trains the head and

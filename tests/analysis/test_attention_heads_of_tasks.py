@@ -12,7 +12,7 @@ from fake_tasks import (TINY_BERT, ChoiceTask, ScoreTask, SentenceTask, save_mod
                         tiny_task_head, write_files)
 from nlp_tutorials.analysis import bertology
 from nlp_tutorials.bert import BERT
-from nlp_tutorials.models import heads
+from nlp_tutorials.models import task_heads
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
 from nlp_tutorials.tasks.base import model_arrays
@@ -68,8 +68,8 @@ def tagged_arrays(rng, rows: int = 3, step: int = 12, vocab: int = 100) -> dict:
 def test_importance_of_token_and_span_heads(shape, tmp_path):
     rng = np.random.default_rng(3)
     backbone = BERT.from_pretrained(TINY_BERT, printer=lambda line: None)
-    head = (heads.TokenClassifier(backbone, num_labels=3, dropout=0.0) if shape == "token"
-            else heads.SpanExtractor(backbone))
+    head = (task_heads.TokenClassifier(backbone, num_labels=3, dropout=0.0) if shape == "token"
+            else task_heads.SpanExtractor(backbone))
     keep = {"token": ("start_positions", "end_positions"), "span": ("tag_ids", "tag_weights")}
     arrays = {k: v for k, v in tagged_arrays(rng).items() if k not in keep[shape]}
     np.testing.assert_allclose(bertology.importance(head, arrays),
