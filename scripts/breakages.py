@@ -56,6 +56,7 @@ JS, CONFTEST = PKG + "analysis/explorer/explorer.js", "tests/conftest.py"
 BERTOLOGY, TRAINABLE = PKG + "analysis/bertology.py", PKG + "models/trainable.py"
 MASKING, GPT = PKG + "text/masking.py", PKG + "models/gpt.py"
 SHARDS, CORPUS = PKG + "sources/shards.py", PKG + "sources/corpus.py"
+SHARD_BATCHES = PKG + "sources/shard_batches.py"
 EXPLORE = "analysis/test_explorer.py"
 BROWSER = "analysis/test_explorer_browser.py"
 RULE = "analysis/test_browser_rule.py"
@@ -141,7 +142,7 @@ BREAKAGES = (
     Breakage("text/masking: 80% `[MASK]`, 20% random, none kept", MASKING,
              "np.where(draw < 0.9, random_ids, original)", "random_ids",
              tests(CORPUS_TESTS, "test_epochs_mask_afresh_and_are_reproducible")),
-    Breakage("sources/shards: training batches come out unmasked", SHARDS,
+    Breakage("sources/shard_batches: training batches come out unmasked", SHARD_BATCHES,
              '        return (masked["input_ids"], masked["mlm_positions"]',
              '        return (input_ids.astype(np.int32), masked["mlm_positions"]',
              tests(CORPUS_TESTS, "test_training_batches_are_masked_afresh")),
@@ -249,7 +250,7 @@ BREAKAGES = (
              "    return [(number, fields) for (number, _), fields in zip(lines, rows)]",
              tests("tasks/test_glue.py",
                    "test_each_task_reads_every_line_of_its_files_as_one_example")),
-    Breakage("tasks/base: a class prediction takes the arg-min", PKG + "tasks/base.py",
+    Breakage("tasks/shapes: a class prediction takes the arg-min", PKG + "tasks/shapes.py",
              "ClassPrediction(int(np.argmax(p)), p)", "ClassPrediction(int(np.argmin(p)), p)",
              tests("training/test_task_runs.py",
                    "test_evaluate_scores_and_writes_what_the_head_predicts")),
