@@ -3,6 +3,7 @@ the best settings trained on all of train; checked with MRPC cut small on a tiny
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from nlp_tutorials.system.errors import UserError
@@ -89,6 +90,63 @@ def test_the_trials_hold_out_a_tenth_of_train_and_never_see_dev_or_test(mrpc_fol
     assert [p for p in train if p in held] == held  # in file order, drawn from all of train
     assert held != train[-8:] and held_out_task(task, 0.1, seed=3).examples("dev") == held
     assert not set(map(id, held + trial_train)) & set(map(id, task.examples("dev")))
+
+
+# A rate's held-out score at epoch 1; each later epoch adds as much again.
+FIRST_EPOCH = {1e-5: 0.50, 2e-5: 0.62, 3e-5: 0.56, 4e-5: 0.41, 5e-5: 0.60}
+
+
+def scripted_training(calls: list, stop_at: int | None = None):
+    """A stand-in for finetune_once whose epoch scores are FIRST_EPOCH's, scaled by the epoch:
+    the search's bookkeeping, pruning and resuming checked without training. ``stop_at``: the
+    call (from 1) that is Ctrl-C'd."""
+    def train_once(config, task, seed, strategy, printer, after_epoch):
+        calls.append(config.learning_rate)
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        for epoch in range(1, config.epochs + 1):
+            after_epoch(epoch, FIRST_EPOCH[config.learning_rate] * epoch)
+    return train_once
+
+
+def test_the_search_prunes_below_the_median_goes_on_after_ctrl_c_and_chooses_the_best(
+        mrpc_folder, tmp_path):
+    """Without training: which trials the median rule stops (worked out here from the order the
+    trials ran), search.json after a Ctrl-C, and the setting chosen."""
+    from nlp_tutorials.training.search import SEARCH_FILE, search_recipe
+
+    space = space_file(tmp_path, {"learning_rate": sorted(FIRST_EPOCH), "epochs": [2]})
+    config = search_config(mrpc_folder, tmp_path / "out", space, trials=5)
+    task = config.make_task(printer=None)
+    calls, printed = [], []
+    with pytest.raises(Interrupted, match="2 trial\\(s\\) kept in"):
+        search_recipe(config, task, None, scripted_training(calls, stop_at=3), tmp_path / "out",
+                      printer=printed.append)
+    saved = json.loads((tmp_path / "out" / SEARCH_FILE).read_text())
+    assert [t["settings"]["learning_rate"] for t in saved["trials"]] == calls[:2]
+
+    calls.clear()
+    best, summary = search_recipe(config, task, None, scripted_training(calls), tmp_path / "out",
+                                  printer=printed.append)
+    trials = json.loads((tmp_path / "out" / SEARCH_FILE).read_text())["trials"]
+    assert len(calls) == 3 and sorted(t["settings"]["learning_rate"] for t in trials) == sorted(
+        FIRST_EPOCH)  # the grid, each setting once, the two kept trials not run again
+    completed, expected_states = [], []
+    for trial in trials:  # Optuna's median rule, after 2 complete trials, at epoch 1
+        first = FIRST_EPOCH[trial["settings"]["learning_rate"]]
+        stopped = len(completed) >= 2 and first < float(np.median(completed))
+        expected_states.append("pruned" if stopped else "complete")
+        completed += [] if stopped else [first]
+    assert [t["state"] for t in trials] == expected_states and "pruned" in expected_states
+    for trial, state in zip(trials, expected_states):
+        first = FIRST_EPOCH[trial["settings"]["learning_rate"]]
+        assert trial["epoch_scores"] == pytest.approx([first] if state == "pruned"
+                                                      else [first, 2 * first])
+    winner = max(completed)
+    assert best.learning_rate == [r for r, s in FIRST_EPOCH.items() if s == winner][0]
+    assert summary["held_out_score"] == pytest.approx(2 * winner)
+    assert summary["pruned"] == expected_states.count("pruned") and summary["trials"] == 5
+    assert printed[-1].startswith(f"chosen: learning_rate {best.learning_rate:g}, epochs 2")
 
 
 @pytest.mark.slow
