@@ -48,18 +48,20 @@ from nlp_tutorials.training.optimization import make_optimizer
 RESULTS_FILE = "results.json"
 
 
-def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None):
+def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None, printer=print):
     """The backbone to fine-tune and its tokenizer.
 
     A real pretrained BERT from ``init_from`` (with its own WordPiece vocabulary), else the
     checkpoint ``train`` left in ``model_dir``, else (``from_scratch``) a fresh model of the
     default pre-training size, its word vocabulary learnt from the train file of ``task``
-    (None: the task ``config`` names).
+    (None: the task ``config`` names). ``printer`` hears a checkpoint's note (pre-training heads
+    it lacks), so a recipe search's trials, which print nothing, leave it out.
     """
     if config.init_from:
         from nlp_tutorials.models.bert import BERT
 
-        return BERT.from_pretrained(config.init_from), load_tokenizer(config.init_from)
+        return (BERT.from_pretrained(config.init_from, printer=printer),
+                load_tokenizer(config.init_from))
     if not config.from_scratch:
         if not latest_checkpoint(config.model_dir):
             raise UserError(f"{config.model_dir}: no pre-trained checkpoint; run `python -m "
@@ -144,7 +146,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     ``strategy`` (its variables live on every replica); scoring runs on one device.
     """
     with strategy.scope():
-        backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed), task)
+        backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed), task,
+                                                     printer)
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
     keras.utils.set_random_seed(seed)

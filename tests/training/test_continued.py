@@ -169,6 +169,17 @@ def test_finetune_starts_from_the_continued_weights(warmed_up):
     assert tokenizer.vocab == run.tokenizer.vocab == mrpc_vocab(100)
 
 
+def test_a_checkpoint_without_heads_is_noted_to_the_printer_given(headless, capsys):
+    """Fine-tuning's printer hears the note, so a recipe search's silent trials leave it out."""
+    from nlp_tutorials.training.config import FinetuneConfig
+    from nlp_tutorials.training.finetuning import backbone_and_tokenizer
+
+    notes = []
+    backbone_and_tokenizer(FinetuneConfig(init_from=str(headless)), printer=notes.append)
+    assert len(notes) == 1 and "no pre-training heads" in notes[0]
+    assert "no pre-training heads" not in capsys.readouterr().out
+
+
 def test_phases_of_a_run_resumed_in_the_warm_up():
     """Phases from a resumed step: the rest of the warm-up first, then everything."""
     from nlp_tutorials.training.continued import training_phases
