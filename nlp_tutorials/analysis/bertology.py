@@ -328,11 +328,6 @@ def task_with_data(task, model_dir, data_dir, dev_size: int):
     return task
 
 
-def example_noun(task, examples) -> str:
-    """What ``examples`` are called in a report: sentence pairs, sentences or examples."""
-    return task.shape.example_noun(task, examples)
-
-
 def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned_dir,
                 random_orders: int, recovery: Recovery, printer=print, data_dir=None) -> dict:
     """The work of :func:`heads_command`, its folders checked."""
@@ -350,8 +345,8 @@ def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned
             np.isnan(entropy_map), None, entropy_map).tolist(), "dev_pairs": len(dev),
         "kept_heads": kept_heads(head)}, indent=1) + "\n")
     picture = plot_importance(importance_map, entropy_map, Path(output_dir) / "head_importance.png")
-    printer(f"head importance of {len(dev)} dev {example_noun(task, dev)} written to {path}; "
-            f"picture {picture}")
+    noun = task.shape.example_noun(task, dev)  # pairs, sentences or examples
+    printer(f"head importance of {len(dev)} dev {noun} written to {path}; picture {picture}")
     result = {"importance": importance_map, "entropy": entropy_map}
     if study:
         result["study"] = study_split(head, tokenizer, task, max_len, importance_map,
