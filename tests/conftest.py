@@ -14,6 +14,7 @@ import os
 
 import pytest
 
+from shared_folders import SharedFolders, build_mrpc_classifier, build_pretrained_bert
 from support import tiny_model
 
 # TensorFlow's C++ log (oneDNN notes, CUDA probing) would bury pytest's report. Set here, it
@@ -43,6 +44,30 @@ def tiny_bert():
 def tiny_gpt():
     """One tiny GPT shared as :func:`tiny_bert` is."""
     return tiny_model("gpt")
+
+
+@pytest.fixture(scope="session")
+def shared_folders(tmp_path_factory):
+    """The model folders built once for the whole run (all xdist workers), read-only: a test
+    that changed one fails the run at its end (:mod:`shared_folders`)."""
+    folders = SharedFolders(tmp_path_factory)
+    yield folders
+    changed = folders.changed()
+    if changed:
+        pytest.fail(f"tests wrote into shared read-only folders under {folders.root}: {changed}")
+
+
+@pytest.fixture(scope="session")
+def pretrained_bert(shared_folders):
+    """The working folder of one 6-step `bert train` of a tiny BERT
+    (:func:`shared_folders.build_pretrained_bert`): the model folder is its ``run/``."""
+    return shared_folders.folder("pretrained_bert", build_pretrained_bert)
+
+
+@pytest.fixture(scope="session")
+def mrpc_classifier(shared_folders):
+    """A tiny BERT with a fresh MRPC classifier, saved as `finetune` saves one."""
+    return shared_folders.folder("mrpc_classifier", build_mrpc_classifier)
 
 
 def on_ci() -> bool:

@@ -40,22 +40,6 @@ def refused_before_tensorflow(model: str, *args) -> str:
     return line[len(prefix):]
 
 
-def tiny_finetuned(folder: Path) -> Path:
-    """A tiny BERT with a fresh MRPC classifier, saved as `finetune` saves one."""
-    from nlp_tutorials.models.task_heads import SequenceClassifier
-    from nlp_tutorials.tasks.mrpc import load_mrpc
-    from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.finetuned.folders import save_head
-    from support import tiny_model
-
-    tokenizer = WordTokenizer.build([s for p in load_mrpc("train")[:300] for s in (p.s1, p.s2)])
-    backbone = tiny_model("bert", vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id,
-                          max_position_embeddings=64)
-    save_head(SequenceClassifier(backbone), folder)
-    tokenizer.save(folder)
-    return folder
-
-
 def snapshot(folder: Path) -> dict:
     """{relative path: SHA-256} of every file under ``folder``."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -202,9 +186,11 @@ def test_export_model_into_a_folder_it_may_not_write_is_one_line(tmp_path):
 
 # --- bert heads: its checks come before any TensorFlow work, and before any file is written
 
-@pytest.fixture(scope="module")
-def finetuned(tmp_path_factory) -> Path:
-    return tiny_finetuned(tmp_path_factory.mktemp("heads") / "mrpc")
+@pytest.fixture
+def finetuned(mrpc_classifier, tmp_path) -> Path:
+    """A copy of the shared tiny MRPC classifier: the refused commands below name folders
+    inside it, and must leave it as it was."""
+    return shutil.copytree(mrpc_classifier, tmp_path / "mrpc")
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -356,10 +342,10 @@ sys.exit(main("bert", sys.argv[2:]))
 
 
 @pytest.mark.slow
-def test_ctrl_c_and_kill_during_export_model(tmp_path):
+def test_ctrl_c_and_kill_during_export_model(mrpc_classifier, tmp_path):
     """Ctrl-C: one line, the version folder as it was; kill -9: the hidden folder it was
     writing is left, and the next export removes it, saying so in one line."""
-    model_dir, served = tiny_finetuned(tmp_path / "mrpc"), tmp_path / "served"
+    model_dir, served = mrpc_classifier, tmp_path / "served"
     export = ["export-model", "--model-dir", str(model_dir), "--output", str(served),
               "--ids-only"]
     marker = tmp_path / "paused"
@@ -367,7 +353,7 @@ def test_ctrl_c_and_kill_during_export_model(tmp_path):
                                            signal.SIGINT)
     assert (status, err) == (130, f"python -m nlp_tutorials.bert export-model: interrupted; "
                                   f"{served / '1'} was not written\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mrpc", "paused"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["paused"]
     marker.unlink()
     status, _, err = signalled_when_paused(["-c", PAUSED_EXPORT, str(marker), *export], marker,
                                            signal.SIGKILL)

@@ -63,9 +63,13 @@ def encoded(head, tokenizer, task, examples):
 
 
 @pytest.mark.slow
-def test_a_sentence_task_answers_predicts_probabilities(tmp_path, monkeypatch):
-    task = SentenceTask()
-    head, tokenizer, path, printed = exported(task, tmp_path, monkeypatch)
+def test_a_sentence_task_answers_predicts_probabilities(sentence_model, sentence_onnx,
+                                                        monkeypatch):
+    from nlp_tutorials.finetuned.folders import load_finetuned
+
+    monkeypatch.setitem(TASKS, SentenceTask.name, SentenceTask)
+    head, tokenizer, task = load_finetuned(sentence_model)
+    path, printed = sentence_onnx
     assert printed == [f"ONNX model written to {path} (opset 17; ONNX Runtime's outputs "
                        f"within {printed[0].split('within ')[1].split(' ')[0]} of "
                        f"TensorFlow's on a probe batch)"]

@@ -16,7 +16,7 @@ import onnx  # noqa: E402  (tf2onnx's dependency)
 from onnx import helper  # noqa: E402
 
 from nlp_tutorials.serving.onnx_fusion import fuse  # noqa: E402
-from test_onnx_export import WIDENED, exported, run_onnx  # noqa: E402
+from test_onnx_export import WIDENED, run_onnx  # noqa: E402
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 5, 8)).astype(np.float32)  # [batch, step, hidden]
@@ -135,12 +135,17 @@ def test_only_a_true_layer_norm_is_rewritten(shape, centred_is_output, fused):
 
 
 @pytest.mark.slow
-def test_an_exported_model_keeps_its_answers_in_a_third_of_the_ops(tmp_path, monkeypatch):
+def test_an_exported_model_keeps_its_answers_in_a_third_of_the_ops(sentence_model,
+                                                                   sentence_onnx, tmp_path,
+                                                                   monkeypatch):
+    from nlp_tutorials.finetuned.folders import load_finetuned
     from nlp_tutorials.serving.onnx_export import export_onnx
+    from nlp_tutorials.tasks import TASKS
 
-    task = SentenceTask()
-    head, tokenizer, fused_path, _ = exported(task, tmp_path, monkeypatch)
-    plain_path = export_onnx(tmp_path / "model", tmp_path / "plain", fused=False,
+    monkeypatch.setitem(TASKS, SentenceTask.name, SentenceTask)
+    head, tokenizer, task = load_finetuned(sentence_model)
+    fused_path = sentence_onnx[0]
+    plain_path = export_onnx(sentence_model, tmp_path / "plain", fused=False,
                              printer=lambda *_: None)
     plain, fused = onnx.load(plain_path), onnx.load(fused_path)
     layers = head.backbone.config.num_hidden_layers

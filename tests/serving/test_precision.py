@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fake_tasks import ChoiceTask, SentenceTask, save_model, tiny_wordpiece_head
+from fake_tasks import ChoiceTask, SentenceTask, tiny_wordpiece_head
 from nlp_tutorials.serving.precision import has_bfloat16_instructions, in_precision
 from nlp_tutorials.tasks.conll import ConllTask
 from nlp_tutorials.tasks.squad import SquadTask
@@ -54,28 +54,33 @@ def test_float32_is_the_head_itself():
     assert in_precision(head, "float32") is head
 
 
-def exported_tiny(tmp_path, monkeypatch):
-    """(head, tokenizer, task, model folder) of a tiny sentence model, its task registered."""
+def shared_sentence_model(sentence_model, monkeypatch):
+    """(head, tokenizer, task, model folder) of the run's tiny sentence model, its task
+    registered."""
+    from nlp_tutorials.finetuned.folders import load_finetuned
     from nlp_tutorials.tasks import TASKS as REGISTERED
 
     monkeypatch.setitem(REGISTERED, SentenceTask.name, SentenceTask)
-    task = SentenceTask()
-    head, tokenizer = tiny_wordpiece_head(task)
-    return head, tokenizer, task, save_model(head, tokenizer, task, tmp_path / "model")
+    return (*load_finetuned(sentence_model), sentence_model)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["float32", "bfloat16"])
-def test_the_exported_model_stores_its_precision_and_answers_as_the_copy(tmp_path, monkeypatch,
-                                                                         name):
+def test_the_exported_model_stores_its_precision_and_answers_as_the_copy(sentence_model,
+                                                                         request, tmp_path,
+                                                                         monkeypatch, name):
     pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text")
     import nlp_tutorials.serving.precision as precision
     from nlp_tutorials.serving.savedmodel import SequenceModule, export_model
 
-    head, tokenizer, task, model_dir = exported_tiny(tmp_path, monkeypatch)
+    head, tokenizer, task, model_dir = shared_sentence_model(sentence_model, monkeypatch)
     monkeypatch.setattr(precision, "has_bfloat16_instructions", lambda: False)
-    printed = []
-    version = export_model(model_dir, tmp_path / name, printer=printed.append, precision=name)
+    if name == "float32":  # the default: the run's shared export of this model
+        version, printed = request.getfixturevalue("sentence_savedmodel")
+    else:
+        printed = []
+        version = export_model(model_dir, tmp_path / name, printer=printed.append,
+                               precision=name)
     # The note that bfloat16 is slow here: for the bfloat16 export only, once.
     assert printed.count(precision.SLOW_HERE_NOTE) == (name == "bfloat16")
     stored = tf.train.load_checkpoint(str(version / "variables" / "variables"))
@@ -93,12 +98,12 @@ def test_the_exported_model_stores_its_precision_and_answers_as_the_copy(tmp_pat
 
 
 @pytest.mark.slow
-def test_no_note_where_the_cpu_has_bfloat16_instructions(tmp_path, monkeypatch):
+def test_no_note_where_the_cpu_has_bfloat16_instructions(sentence_model, tmp_path, monkeypatch):
     pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text")
     import nlp_tutorials.serving.precision as precision
     from nlp_tutorials.serving.savedmodel import export_model
 
-    _, _, _, model_dir = exported_tiny(tmp_path, monkeypatch)
+    _, _, _, model_dir = shared_sentence_model(sentence_model, monkeypatch)
     monkeypatch.setattr(precision, "has_bfloat16_instructions", lambda: True)
     # Only what is printed matters here: the model need not be written.
     def write_nothing(module, folder, signatures):

@@ -48,8 +48,13 @@ def head_outputs(head, tokenizer, task, examples, max_len=None):
 
 
 @pytest.mark.slow
-def test_a_sentence_task_with_three_named_labels(tmp_path, monkeypatch):
-    head, tokenizer, task, version, printed = exported(SentenceTask, tmp_path, monkeypatch)
+def test_a_sentence_task_with_three_named_labels(sentence_model, sentence_savedmodel,
+                                                 monkeypatch):
+    from nlp_tutorials.finetuned.folders import load_finetuned
+
+    monkeypatch.setitem(TASKS, SentenceTask.name, SentenceTask)
+    head, tokenizer, task = load_finetuned(sentence_model)
+    version, printed = sentence_savedmodel
     assert printed[-1].endswith("(signatures: encode, predict_ids, serving_default)")
     answer = load_elsewhere(version, {"serving_default": {"sentence": SENTENCES}})
     got = answer["serving_default"]

@@ -3,7 +3,6 @@ import io
 import json
 import shutil
 
-import keras
 import pytest
 
 from nlp_tutorials.cli import main
@@ -14,25 +13,6 @@ NO_PAIRS = ("no sentence pairs found (only blank lines or a header); expected on
             "two tab-separated sentences, or an MRPC row of 5 columns")
 
 
-@pytest.fixture(scope="module")
-def finetuned(tmp_path_factory):
-    """An untrained tiny classifier saved as `finetune` saves one (no task.json: MRPC)."""
-    from nlp_tutorials.bert import BERT
-    from nlp_tutorials.models.config import ModelConfig
-    from nlp_tutorials.models.task_heads import SequenceClassifier
-    from nlp_tutorials.text.tokenization import WordTokenizer
-    from nlp_tutorials.finetuned.folders import save_head
-
-    folder = tmp_path_factory.mktemp("finetuned")
-    tokenizer = WordTokenizer.build(["the cat sat", "a cat was sitting"])
-    keras.utils.set_random_seed(0)
-    save_head(SequenceClassifier(BERT(ModelConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
-        num_attention_heads=2, intermediate_size=32, max_position_embeddings=32))), folder)
-    tokenizer.save(folder)
-    return folder
-
-
 @pytest.mark.parametrize("lines", [["\n", "  \n", "\r\n"], [],
                                    ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n", "\n"]])
 def test_lines_without_a_pair_are_refused_once_read(lines):
@@ -41,25 +21,25 @@ def test_lines_without_a_pair_are_refused_once_read(lines):
     assert str(info.value) == f"pairs.tsv: {NO_PAIRS}"
 
 
-def test_predict_on_a_file_of_blank_lines_exits_in_one_line(finetuned, tmp_path, capsys):
+def test_predict_on_a_file_of_blank_lines_exits_in_one_line(mrpc_classifier, tmp_path, capsys):
     blank = tmp_path / "blank.tsv"
     blank.write_text("\n\n   \n", encoding="utf-8")
-    assert main("bert", ["predict", str(blank), "--model-dir", str(finetuned)]) == 2
+    assert main("bert", ["predict", str(blank), "--model-dir", str(mrpc_classifier)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == f"python -m nlp_tutorials.bert predict: error: {blank}: {NO_PAIRS}\n"
 
 
-def test_predict_on_empty_standard_input_exits_in_one_line(finetuned, capsys, monkeypatch):
+def test_predict_on_empty_standard_input_exits_in_one_line(mrpc_classifier, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert main("bert", ["predict", "-", "--model-dir", str(finetuned)]) == 2
+    assert main("bert", ["predict", "-", "--model-dir", str(mrpc_classifier)]) == 2
     assert capsys.readouterr().err == (f"python -m nlp_tutorials.bert predict: error: <stdin>: "
                                        f"{NO_PAIRS}\n")
 
 
-def test_predict_still_answers_a_pair(finetuned, capsys, monkeypatch):
+def test_predict_still_answers_a_pair(mrpc_classifier, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("\nthe cat sat\ta cat was sitting\n\n"))
-    assert main("bert", ["predict", "--model-dir", str(finetuned)]) == 0
+    assert main("bert", ["predict", "--model-dir", str(mrpc_classifier)]) == 0
     label, probability, *texts = capsys.readouterr().out.rstrip("\n").split("\t")
     assert label in ("0", "1") and 0 <= float(probability) <= 1
     assert texts == ["the cat sat", "a cat was sitting"]
@@ -80,10 +60,10 @@ KNOWN = ('"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", 
     ({"task": "mrpc", "labels": [0, 1]}, "labels is [0, 1]; expected a non-empty list"),
     ({"task": "mrpc", "labels": ["", "1"]}, 'labels is ["", "1"]; expected a non-empty list'),
 ])
-def test_a_bad_task_json_is_named_with_its_field(finetuned, tmp_path, saved, expected):
+def test_a_bad_task_json_is_named_with_its_field(mrpc_classifier, tmp_path, saved, expected):
     from nlp_tutorials.finetuned.folders import load_finetuned
 
-    folder = shutil.copytree(finetuned, tmp_path / "model")
+    folder = shutil.copytree(mrpc_classifier, tmp_path / "model")
     (folder / "task.json").write_text(json.dumps(saved))
     with pytest.raises(UserError) as info:
         load_finetuned(folder)

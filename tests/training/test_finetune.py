@@ -4,26 +4,24 @@ import json
 import numpy as np
 import pytest
 
-from nlp_tutorials.training.config import FinetuneConfig, TrainConfig
+from nlp_tutorials.training.config import FinetuneConfig
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.system.errors import UserError
 
 
 @pytest.fixture(scope="module")
-def finetuned(tmp_path_factory):
-    """A tiny BERT pre-trained for 2 steps, fine-tuned with 2 seeds of 2 epochs each.
+def finetuned(pretrained_bert, tmp_path_factory):
+    """The run's shared tiny pre-trained BERT (``pretrained_bert``) fine-tuned with 2 seeds of
+    2 epochs each.
 
-    Returns (folder, what finetune returned, what it printed, the heads it trained, in memory:
-    one per seed, as finetune_once handed them back).
+    Returns (the fine-tuned folder, what finetune returned, what it printed, the heads it
+    trained, in memory: one per seed, as finetune_once handed them back).
     """
     from nlp_tutorials.training import finetuning
-    from nlp_tutorials.training.pretraining import pretrain
 
-    root = tmp_path_factory.mktemp("finetune")
-    pretrain(TrainConfig(model_dir=str(root / "bert"), dim=32, layers=1, heads=2, max_len=24,
-                         batch_size=8, steps=2), printer=lambda *_: None)
+    root, bert = tmp_path_factory.mktemp("finetune"), pretrained_bert / "run"
     printed, heads = [], []
-    config = FinetuneConfig(model_dir=str(root / "bert"), output_dir=str(root / "mrpc"),
+    config = FinetuneConfig(model_dir=str(bert), output_dir=str(root / "mrpc"),
                             epochs=2, batch_size=64, learning_rate=1e-3, seeds=2)
     train_one = finetuning.finetune_once
 
@@ -35,7 +33,7 @@ def finetuned(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(finetuning, "finetune_once", keeping_the_head)
         result = finetuning.finetune(config, printer=printed.append)
-    return root, result, printed, heads
+    return root / "mrpc", result, printed, heads
 
 
 def test_train_dev_split_is_glue_sized():
@@ -84,12 +82,13 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
 
 
 @pytest.mark.slow
-def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(finetuned):
+def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(pretrained_bert,
+                                                                       tmp_path):
     from nlp_tutorials.training.finetuning import finetune
 
-    root = finetuned[0]
     printed = []
-    config = FinetuneConfig(model_dir=str(root / "bert"), output_dir=str(root / "all_pairs"),
+    config = FinetuneConfig(model_dir=str(pretrained_bert / "run"),
+                            output_dir=str(tmp_path / "all_pairs"),
                             epochs=2, batch_size=64, learning_rate=1e-3, dev_size=0)
     result = finetune(config, printer=printed.append)
     assert result["runs"][0]["dev"] is None
@@ -101,7 +100,7 @@ def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(finetune
     epochs = [line for line in printed if line.startswith("seed 1 epoch")]
     assert "seed 1 epoch 2: train loss" in epochs[1] and "dev" not in epochs[1]
     assert any("last epoch (no dev examples)" in line for line in printed)
-    assert (root / "all_pairs" / "model.keras").is_file()
+    assert (tmp_path / "all_pairs" / "model.keras").is_file()
 
 
 def test_finetune_without_pretrained_checkpoint_says_what_to_do(tmp_path):
@@ -114,7 +113,7 @@ def test_finetune_without_pretrained_checkpoint_says_what_to_do(tmp_path):
 
 @pytest.mark.slow
 def test_finetune_reports_test_scores_over_seeds(finetuned):
-    root, result, printed, _ = finetuned
+    folder, result, printed, _ = finetuned
     assert [run["seed"] for run in result["runs"]] == [1, 2]
     for run in result["runs"]:
         assert 0.3 < run["test"]["accuracy"] < 1.0 and 0.0 <= run["test"]["f1"] <= 1.0
@@ -123,7 +122,7 @@ def test_finetune_reports_test_scores_over_seeds(finetuned):
     assert mean == pytest.approx(np.mean(accuracies))
     assert std == pytest.approx(np.std(accuracies, ddof=1))
     assert any("MRPC test over 2 seed(s)" in line for line in printed)
-    saved = json.loads((root / "mrpc" / "results.json").read_text())
+    saved = json.loads((folder / "results.json").read_text())
     assert saved["runs"] == result["runs"]
 
 
@@ -135,10 +134,10 @@ def test_saved_model_is_the_head_that_was_trained(finetuned):
     from nlp_tutorials.finetuned.folders import load_finetuned
     from nlp_tutorials.finetuned.inference import class_probabilities
 
-    root, result, _, heads = finetuned
+    folder, result, _, heads = finetuned
     dev = [run["dev"]["accuracy"] for run in result["runs"]]
     kept, other = heads[dev.index(max(dev))], heads[1 - dev.index(max(dev))]
-    head, tokenizer, _ = load_finetuned(root / "mrpc")
+    head, tokenizer, _ = load_finetuned(folder)
     assert len(head.weights) == len(kept.weights)
     for loaded, trained in zip(head.weights, kept.weights):
         np.testing.assert_array_equal(loaded.numpy(), trained.numpy(), err_msg=trained.path)
@@ -158,9 +157,9 @@ def test_saved_model_holds_the_weights_and_no_optimizer_state(finetuned):
 
     from nlp_tutorials.finetuned.folders import load_finetuned
 
-    root = finetuned[0]
-    head = load_finetuned(root / "mrpc").head
-    with zipfile.ZipFile(root / "mrpc" / "model.keras") as archive:
+    folder = finetuned[0]
+    head = load_finetuned(folder).head
+    with zipfile.ZipFile(folder / "model.keras") as archive:
         with archive.open("model.weights.h5") as weights, h5py.File(weights) as h5:
             names = []
             h5.visititems(lambda name, item: names.append(name)
@@ -174,8 +173,7 @@ def test_predict_prints_pairs_before_a_malformed_line(finetuned):
     from nlp_tutorials.finetuned.folders import load_finetuned
     from nlp_tutorials.finetuned.predicting import predict
 
-    root = finetuned[0]
-    head, tokenizer, task = load_finetuned(root / "mrpc")
+    head, tokenizer, task = load_finetuned(finetuned[0])
     lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n",
              "1\t1\t2\tShares rose.\tShares went up.\n",
              "The cat sat.\tA cat was sitting.\n",

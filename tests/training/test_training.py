@@ -1,6 +1,5 @@
 """The pre-training loop and the command line: checkpoints, resume, kill -9, progress, flags."""
-import contextlib
-import io
+import json
 import os
 import re
 import shutil
@@ -64,29 +63,13 @@ def test_help_answers_without_tensorflow():
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny BERT trained for 6 steps by `bert train`, run in a fresh working folder (the
-    attention pickle and pictures go under its visual/): the model folder (run/ in that working
-    folder), what pretrain returned, and what the command printed. One run serves the tests of
-    the saved folder and those of the command, as training is most of their time."""
-    from nlp_tutorials.cli import main
-    from nlp_tutorials.training import pretraining
-
-    workdir = tmp_path_factory.mktemp("bert")
-    runs, real_pretrain = [], pretraining.pretrain
-
-    def keeping_the_run(*args, **kwargs):
-        runs.append(real_pretrain(*args, **kwargs))
-        return runs[-1]
-
-    out = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
-        patch.chdir(workdir)
-        patch.setattr(pretraining, "pretrain", keeping_the_run)
-        status = main("bert", ["train", *TINY, "--steps", "6", "--checkpoint-every", "3",
-                               "--sample-every", "3", "--model-dir", str(workdir / "run")])
-    assert status == 0, out.getvalue()
-    return workdir / "run", runs[0], out.getvalue()
+def trained(pretrained_bert):
+    """The run's shared 6-step `bert train` of a tiny BERT (``shared_folders``): the model folder,
+    what the process held at its end (run.json, evaluation.json, weights.npz, answer.npz) and
+    what the command printed."""
+    recorded = {"evaluation": json.loads((pretrained_bert / "evaluation.json").read_text()),
+                **json.loads((pretrained_bert / "run.json").read_text())}
+    return pretrained_bert / "run", recorded, (pretrained_bert / "printed.txt").read_text()
 
 
 def test_training_leaves_everything_later_commands_need(trained):
@@ -96,12 +79,12 @@ def test_training_leaves_everything_later_commands_need(trained):
         assert (model_dir / name).is_file(), name
     assert list((model_dir / "logs").iterdir()), "no TensorBoard events"
     assert "target:" in printed and "predicted:" in printed
-    result = run.evaluation
+    result = run["evaluation"]
     assert set(result) >= {"mlm_accuracy", "nsp_accuracy", "baseline_accuracy", "loss"}
     assert 0.0 < result["baseline_accuracy"] < 0.2
     assert "most-frequent-token baseline" in printed
-    assert run.config.model_dir == str(model_dir) and run.config.max_len == 32
-    assert int(run.model.optimizer.iterations.numpy()) == 6
+    assert run["model_dir"] == str(model_dir) and run["max_len"] == 32
+    assert run["steps_taken"] == 6
 
 
 def test_restored_model_is_the_model_that_was_trained(trained):
@@ -111,18 +94,22 @@ def test_restored_model_is_the_model_that_was_trained(trained):
 
     model_dir, run, _ = trained
     model, tokenizer = restore_model(model_dir)
-    assert tokenizer.vocab == run.tokenizer.vocab
-    restored, in_memory = weights_by_path(model), weights_by_path(run.model)
+    assert tokenizer.vocab == run["vocab"]
+    restored = weights_by_path(model)
+    with np.load(model_dir.parent / "weights.npz") as saved:
+        in_memory = dict(saved)
     assert restored.keys() == in_memory.keys() and len(restored) > 10
     for path, value in in_memory.items():
         np.testing.assert_array_equal(restored[path], value, err_msg=path)
-    initial = weights_by_path(build_model(model.config, run.config.seed))
+    initial = weights_by_path(build_model(model.config, run["seed"]))
     assert max(np.abs(initial[path] - value).max() for path, value in in_memory.items()) > 1e-3
-    ids, segments = tokenizer.encode("the company said", "shares rose", max_len=32)
-    inputs = {"input_ids": np.array([ids], "int32"), "token_type_ids": np.array([segments], "int32")}
-    a = model(inputs)["sequence_output"].numpy()
-    assert a.shape == (1, 32, 32)
-    np.testing.assert_array_equal(a, run.model(inputs)["sequence_output"].numpy())
+    with np.load(model_dir.parent / "answer.npz") as answer:
+        inputs = {"input_ids": answer["input_ids"], "token_type_ids": answer["token_type_ids"]}
+        ids, _ = tokenizer.encode("the company said", "shares rose", max_len=32)
+        assert inputs["input_ids"][0].tolist() == ids
+        a = model(inputs)["sequence_output"].numpy()
+        assert a.shape == (1, 32, 32)
+        np.testing.assert_array_equal(a, answer["sequence_output"])
     assert int(model.config.vocab_size) == tokenizer.vocab_size
 
 
