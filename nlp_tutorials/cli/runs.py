@@ -161,10 +161,9 @@ def run_evaluate(settings) -> None:
                   "--file": settings.file}):
         start_tensorflow()
         from nlp_tutorials.finetuned.evaluation import evaluate_model
-        from nlp_tutorials.training.config import FinetuneConfig
 
         evaluate_model(settings.model_dir, settings.split, output_dir, settings.data or None,
-                       settings.file or None, dev_size=FinetuneConfig.dev_size)
+                       settings.file or None)
 
 
 def run_predict(settings) -> None:

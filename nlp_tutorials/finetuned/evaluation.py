@@ -6,10 +6,11 @@ from nlp_tutorials.finetuned.folders import load_finetuned
 from nlp_tutorials.finetuned.inference import head_outputs
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.tasks.base import HELD_OUT_DEV
 
 
 def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
-                   printer=print, *, dev_size: int) -> dict:
+                   printer=print, dev_size: int = HELD_OUT_DEV) -> dict:
     """Score the fine-tuned model in ``model_dir`` on ``split`` ("dev" or "test") of its task,
     read from ``data_dir`` (None: the task's default folder, MRPC's shipped copy) or from the
     file ``path``; print the scores and write ``metrics_SPLIT.json`` and the task's
@@ -17,7 +18,7 @@ def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
     ``output_dir``, each atomically. Returns the scores.
 
     ``dev_size``: for a task without a dev file, the last train examples that are its dev
-    split (``finetune``'s ``--dev-size``, so "dev" is what fine-tuning held out)."""
+    split (by default what ``finetune``'s ``--dev-size`` holds out by default)."""
     options = {"data_dir": data_dir, "dev_size": dev_size, "printer": printer}
     if path:
         options["paths"] = {split: path}

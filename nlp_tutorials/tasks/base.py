@@ -59,6 +59,11 @@ def example_lines(lines, source: str, found_none: str, skip=None):
         raise UserError(f"{source}: {found_none}")
 
 
+# What the commands hold out as dev of a task whose files have no dev split (--dev-size's
+# default): the last 408 train examples, as GLUE holds out MRPC's.
+HELD_OUT_DEV = 408
+
+
 def split_train_dev(examples: list, dev_size: int) -> tuple[list, list]:
     """(train, dev): the last ``dev_size`` examples are dev (MRPC's 3,668 / 408 as GLUE splits
     it); with ``dev_size`` 0, every example trains and dev is empty."""
@@ -94,7 +99,7 @@ class Task:
     Args:
         data_dir: the folder holding the task's files (None: the task's default, if any).
         dev_size: for a task whose files have no dev split, the last train examples held out
-            as dev (0: none).
+            as dev (0: none; the commands pass ``--dev-size``, default :data:`HELD_OUT_DEV`).
         labels: label names, when they were saved with a model (default: the class's, or for
             a task that learns them, those of its train file).
         paths: ``{split: file}`` given outright, overriding ``data_dir``.

@@ -23,6 +23,7 @@ from nlp_tutorials.system.settings import (
 )
 from nlp_tutorials.system.values import check_integer, refuse
 from nlp_tutorials.tasks import TASKS, dates, get_task, named_tasks, task_flag_help
+from nlp_tutorials.tasks.base import HELD_OUT_DEV
 from nlp_tutorials.tasks.squad_files import squad_version
 from nlp_tutorials.training.distribute import (
     check_flags,
@@ -294,9 +295,9 @@ class FinetuneConfig(Settings):
     seed: int = setting(1, "first seed", kind=non_negative_int)
     seeds: int = setting(1, "number of seeds to run; the result is reported as mean ± std",
                          kind=positive_int)
-    dev_size: int = setting(408, "with no dev file: last train examples held out to pick the "
-                                 "best epoch; 0 trains on every example and keeps the last "
-                                 "epoch", kind=non_negative_int)
+    dev_size: int = setting(HELD_OUT_DEV, "with no dev file: last train examples held out to "
+                                          "pick the best epoch; 0 trains on every example and "
+                                          "keeps the last epoch", kind=non_negative_int)
     swap_augment: bool = setting(True, "MRPC: do not add each train pair in the other sentence "
                                        "order", spelling="--no-swap")
     pooling: str = setting("cls", "what a sentence classifier reads: 'cls' (BERT's pooled "
