@@ -135,10 +135,12 @@ def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
 
 
 def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print,
-                  after_epoch=None):
+                  after_epoch=None, note_printer=None):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
     the epoch kept, from 1). ``after_epoch(epoch, dev score)``, if given, hears each epoch's
     ``task.selection_score`` (a recipe search stops an unpromising trial from there).
+    ``note_printer`` (default ``printer``) hears what loading the checkpoint notes: a run of
+    several seeds says it once.
 
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
@@ -147,7 +149,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     """
     with strategy.scope():
         backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed), task,
-                                                     printer)
+                                                     note_printer or printer)
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
     keras.utils.set_random_seed(seed)
@@ -223,8 +225,9 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     for seed in range(config.seed, config.seed + config.seeds):
         # Each seed tunes a copy of its own (SQuAD v2.0's threshold), from the task as declared.
         seed_task = copy.copy(task)
+        said = printer if seed == config.seed else (lambda line: None)
         head, tokenizer, dev, test, epoch = finetune_once(config, seed_task, seed, strategy,
-                                                          printer)
+                                                          printer, note_printer=said)
         runs.append({"seed": seed, "epoch": epoch, "dev": dev, "test": test})
         dev_score = -math.inf if dev is None else seed_task.selection_score(dev)
         if kept is None or dev_score > kept[2]:

@@ -180,6 +180,27 @@ def test_a_checkpoint_without_heads_is_noted_to_the_printer_given(headless, caps
     assert "no pre-training heads" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_a_run_of_several_seeds_notes_the_missing_heads_once(headless, tmp_path):
+    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.training.config import FinetuneConfig
+    from nlp_tutorials.training.finetuning import finetune
+
+    pairs = load_mrpc("train")[:40]
+    for split, rows in (("train", pairs[:32]), ("dev", pairs[32:])):
+        lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+                 *[f"{p.label}\t{p.id1}\t{p.id2}\t{p.s1}\t{p.s2}" for p in rows]]
+        (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    printed = []
+    finetune(FinetuneConfig(init_from=str(headless), data=str(tmp_path),
+                            output_dir=str(tmp_path / "out"), epochs=1, batch_size=16,
+                            max_len=32, seeds=2, swap_augment=False), printer=printed.append)
+    notes = [line for line in printed if "no pre-training heads" in line]
+    assert len(notes) == 1 and printed.index(notes[0]) < printed.index(
+        next(line for line in printed if line.startswith("seed 1 epoch 1")))
+    assert any(line.startswith("seed 2 epoch 1") for line in printed)
+
+
 def test_phases_of_a_run_resumed_in_the_warm_up():
     """Phases from a resumed step: the rest of the warm-up first, then everything."""
     from nlp_tutorials.training.continued import training_phases
