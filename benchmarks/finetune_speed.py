@@ -81,7 +81,7 @@ WORKLOADS = {"sequence": ("sst2", "glue/SST-2", "train", 128),
              "token": ("conll2003", "conll2003", "train", 128),
              "span": ("squad", "squad", "dev", 384),
              "choice": ("commonsenseqa", "commonsenseqa", "train", 128)}
-GROUPING_WINDOW = 32  # batches per length-grouping window (finetuned.batching.length_grouped_order)
+GROUPING_WINDOW = 32  # batches per length-grouping window (finetuned.batch_order.length_grouped_order)
 PREDICT_BATCH = 64  # predict's chunk and batch (finetuned.predicting.predict, head_outputs)
 # inference shape -> (task, data folder under --data-root, split, examples a pass (None: all))
 PREDICTIONS = {"predict-sequence": ("sst2", "glue/SST-2", "dev", None),

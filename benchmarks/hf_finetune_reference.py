@@ -31,10 +31,11 @@ What is transformers': the models, loaded with ``from_pretrained``
 mean-pooling classifier, so ``--pooling mean`` is ``BertModel`` with the project's mean over
 the real tokens, dropout and one linear layer (:class:`MeanPooledClassifier`).
 
-Written again here, because the project's own modules import TensorFlow: the length-grouped
-random batches, drawn from ``numpy.random.default_rng(seed)`` as ``finetune`` draws them, so a
-seed trains on the same batches in the same order, each trimmed to its longest example, the
-last partial one dropped (``finetuned/batching.py``); AdamW (beta 0.9 / 0.999, epsilon 1e-6;
+The batches are the project's too: the length-grouped random order
+(``finetuned/batch_order.py``), drawn from ``numpy.random.default_rng(seed)`` as ``finetune``
+draws it, so a seed trains on the same batches in the same order. Written again here, because
+the project's own modules for them import TensorFlow: each batch trimmed to its longest
+example, the last partial one dropped (``finetuned/batching.py``); AdamW (beta 0.9 / 0.999, epsilon 1e-6;
 LayerNorm weights and biases not decayed) with the rate rising over the first
 ``--warmup-fraction`` of the steps, then falling linearly to 0 at the last
 (``training/optimization.py``); the loop: after each epoch dev is scored and the best epoch
@@ -88,6 +89,7 @@ from nlp_tutorials.cli.flags import (  # noqa: E402
     help_text,
     value_options,
 )
+from nlp_tutorials.finetuned.batch_order import length_grouped_order  # noqa: E402
 from nlp_tutorials.system.errors import UserError  # noqa: E402
 from nlp_tutorials.system.files import write_text_atomic  # noqa: E402
 from nlp_tutorials.system.settings import (  # noqa: E402
@@ -228,20 +230,6 @@ def make_optimizer(model, config: FinetuneConfig, steps: int):
 
 
 # Batches.
-
-def length_grouped_order(lengths, batch_size: int, rng, window: int = 32) -> np.ndarray:
-    """The project's finetuned.batching.length_grouped_order, draw for draw: shuffle, sort by
-    length within windows of ``window`` batches, cut into batches, shuffle the full ones (a
-    partial one last)."""
-    order = rng.permutation(len(lengths))
-    span = batch_size * window
-    order = np.concatenate([chunk[np.argsort(-lengths[chunk], kind="stable")]
-                            for chunk in np.split(order, range(span, len(order), span))])
-    groups = np.split(order, range(batch_size, len(order), batch_size))
-    full = [g for g in groups if len(g) == batch_size]
-    partial = [g for g in groups if len(g) < batch_size]
-    return np.concatenate([full[i] for i in rng.permutation(len(full))] + partial)
-
 
 def trimmed(arrays: dict, rows, pad_id: int) -> dict:
     """``rows`` of ``arrays``, the arrays shaped as ``input_ids`` cut to the longest row."""

@@ -189,7 +189,7 @@ def test_predict_prints_pairs_before_a_malformed_line(finetuned):
 
 
 def test_length_grouped_order_is_a_permutation_with_tighter_batches():
-    from nlp_tutorials.finetuned.batching import length_grouped_order
+    from nlp_tutorials.finetuned.batch_order import length_grouped_order
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 100, size=1000)
