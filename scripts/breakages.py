@@ -1,7 +1,8 @@
 """The deliberate breakages of docs/design.md ("How the suite is kept honest"), tried for real.
 
 Each entry of BREAKAGES is a row of that table: one text change to one file of the package (the
-two ``tests/conftest.py`` rows change that test helper instead), and the tests that must fail
+rows of ``tests/conftest.py`` and ``tests/shared_folders.py`` change those test helpers
+instead), and the tests that must fail
 under it. A row whose breakage reads "A; or B" is one entry per alternative. For each row
 chosen, the repository is copied to a temporary folder (without .git, .venv, visual/ and
 caches), the change is made there, and pytest runs the named tests in that copy, with the copy
@@ -122,6 +123,14 @@ BREAKAGES = (
     Breakage("tests/conftest.py: every run taken for a CI run", CONFTEST,
              '    return os.environ.get("CI", "").lower() == "true"', "    return True",
              tests(RULE, "test_without_chromium_a_developer_run_skips_and_says_why")),
+    Breakage("tests/shared_folders.py: no lock around a shared folder's build",
+             "tests/shared_folders.py", "            fcntl.flock(lock, fcntl.LOCK_EX)\n", "",
+             tests("test_shared_folders.py",
+                   "test_callers_together_get_one_build_and_a_write_is_named")),
+    Breakage("tests/shared_folders.py: a write into a shared folder goes unseen",
+             "tests/shared_folders.py", "            if paths:\n", "            if False:\n",
+             tests("test_shared_folders.py",
+                   "test_callers_together_get_one_build_and_a_write_is_named")),
     Breakage("training/loop: `train_steps` returns before its first step",
              PKG + "training/loop.py", "    total = total or last\n",
              "    return False\n    total = total or last\n",

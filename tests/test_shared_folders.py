@@ -1,6 +1,7 @@
 """The folders built once per test run (tests/shared_folders.py): built by one caller while
 the others wait, and a write into one is found."""
 import threading
+import time
 
 from shared_folders import SharedFolders
 
@@ -13,7 +14,8 @@ def test_callers_together_get_one_build_and_a_write_is_named(tmp_path_factory):
 
     def build(path):
         builds.append(path)
-        path.mkdir()
+        time.sleep(0.3)  # long enough that a caller not held by the lock would build too
+        path.mkdir(exist_ok=True)
         (path / "model.txt").write_text("weights")
 
     def ask():
