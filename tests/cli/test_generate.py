@@ -5,17 +5,24 @@ from nlp_tutorials.cli import main
 from nlp_tutorials.training.config import TrainConfig
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny GPT pre-trained for 4 steps, and what the run printed."""
+def pretrain_gpt(folder):
+    """``folder/gpt``: a tiny GPT pre-trained for 4 steps; ``folder/printed.txt``: what the run
+    printed."""
     from nlp_tutorials.training.pretraining import pretrain
 
-    model_dir = tmp_path_factory.mktemp("gpt")
-    config = TrainConfig(model_type="gpt", model_dir=str(model_dir), dim=32, layers=1, heads=2,
-                         max_len=32, batch_size=64, steps=4, checkpoint_every=4, log_every=2)
+    config = TrainConfig(model_type="gpt", model_dir=str(folder / "gpt"), dim=32, layers=1,
+                         heads=2, max_len=32, batch_size=64, steps=4, checkpoint_every=4,
+                         log_every=2)
     printed = []
     pretrain(config, printer=printed.append)
-    return model_dir, "\n".join(printed)
+    (folder / "printed.txt").write_text("\n".join(printed), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def trained(shared_folders):
+    """The run's tiny pre-trained GPT (built once for all workers), and what its run printed."""
+    folder = shared_folders.folder("pretrained_gpt", pretrain_gpt)
+    return folder / "gpt", (folder / "printed.txt").read_text(encoding="utf-8")
 
 
 def generate(capsys, model_dir, *flags):

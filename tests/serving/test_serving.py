@@ -7,7 +7,9 @@ fresh classifier (weights drawn wide so the probabilities spread), compared with
 probabilities in this process and in a fresh one that imports only TensorFlow (and
 tensorflow-text).
 """
+import functools
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,13 +54,18 @@ def mrpc_sentences():
     return [s for split in ("train", "test") for p in load_mrpc(split) for s in (p.s1, p.s2)]
 
 
-@pytest.fixture(scope="module")
-def learned():
+@functools.cache
+def mrpc_wordpiece():
     """A small WordPiece vocabulary learned from MRPC train as `train --tokenizer wordpiece`."""
     from nlp_tutorials.sources.source import build_tokenizer
 
     texts = [s for p in load_mrpc("train") for s in (p.s1, p.s2)]
     return build_tokenizer("wordpiece", 400, texts)
+
+
+@pytest.fixture(scope="module")
+def learned():
+    return mrpc_wordpiece()
 
 
 def graph_ids(tokenizer, sentences):
@@ -208,9 +215,12 @@ def export_tiny(root, tokenizer, pooling: str):
 
 
 @pytest.fixture(scope="module")
-def exported(learned, tmp_path_factory):
-    """The mean-pooled tiny model exported (cls pooling: the slow tests)."""
-    return export_tiny(tmp_path_factory.mktemp("serving"), learned, "mean")
+def exported(shared_folders):
+    """The mean-pooled tiny model exported, once for the run and read-only (cls pooling: the
+    slow tests): (fine-tuned folder, SavedModel version folder)."""
+    root = shared_folders.folder("mrpc_mean_export",
+                                 lambda folder: export_tiny(folder, mrpc_wordpiece(), "mean"))
+    return root / "mrpc", root / "served" / "1"
 
 
 @pytest.fixture(scope="module")
@@ -379,11 +389,13 @@ def test_a_folder_without_a_finetuned_head_is_one_line(tmp_path, learned):
 
 
 @pytest.mark.slow
-def test_an_existing_version_is_kept_unless_overwrite(exported, capsys):
+def test_an_existing_version_is_kept_unless_overwrite(exported, tmp_path, capsys):
     from nlp_tutorials.cli import main
     from nlp_tutorials.serving.savedmodel import export_model
 
-    model_dir, version = exported
+    model_dir = exported[0]
+    # A copy of the version folder: the run's shared one is read-only.
+    version = shutil.copytree(exported[1], tmp_path / "served" / "1")
     before = {p: p.stat().st_mtime_ns for p in version.rglob("*")}
     assert main("bert", ["export-model", "--model-dir", str(model_dir),
                          "--output", str(version.parent)]) == 2

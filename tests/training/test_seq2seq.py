@@ -58,19 +58,27 @@ def test_a_malformed_date_is_a_one_line_error(text):
         dates.parse_source(text)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny Transformer trained for 3 steps through the command line, and what it printed."""
-    model_dir = tmp_path_factory.mktemp("transformer")
-    capture = tmp_path_factory.mktemp("out") / "train.txt"
-    with open(capture, "w") as out:
+def train_date_model(folder):
+    """``folder/transformer``: a tiny Transformer trained for 3 steps through the command line;
+    ``folder/train.txt``: what it printed; ``folder/status``: its exit status."""
+    folder.mkdir(parents=True)
+    with open(folder / "train.txt", "w") as out:
         saved, sys.stdout = sys.stdout, out
         try:
-            status = main("transformer", ["train", *TINY, "--model-dir", str(model_dir),
-                                          "--no-plots"])
+            status = main("transformer", ["train", *TINY, "--model-dir",
+                                          str(folder / "transformer"), "--no-plots"])
         finally:
             sys.stdout = saved
-    return model_dir, status, capture.read_text()
+    (folder / "status").write_text(str(status))
+
+
+@pytest.fixture(scope="module")
+def trained(shared_folders):
+    """The run's tiny date Transformer (built once for all workers), its command's exit status
+    and what the command printed."""
+    folder = shared_folders.folder("date_model", train_date_model)
+    return (folder / "transformer", int((folder / "status").read_text()),
+            (folder / "train.txt").read_text())
 
 
 def test_train_reports_held_out_exact_match_and_saves(trained):

@@ -87,25 +87,46 @@ def mrpc_slice(path: Path, split_file: str, rows: slice) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def glue_folder(tmp_path_factory):
+def write_glue_folder(folder):
     """A GLUE-style MRPC folder: train.tsv (96 pairs) and dev.tsv (40 pairs)."""
-    folder = tmp_path_factory.mktemp("glue_mrpc")
+    folder.mkdir(parents=True)
     mrpc_slice(folder / "train.tsv", "msr_paraphrase_train.txt", slice(0, 96))
     mrpc_slice(folder / "dev.tsv", "msr_paraphrase_train.txt", slice(96, 136))
-    return folder
+
+
+def finetune_on_glue_folder(folder):
+    """``folder/data``: :func:`write_glue_folder`; ``folder/model``: the tiny BERT fine-tuned
+    one epoch on it; ``folder/result.json`` and ``folder/printed.json``: what finetune returned
+    and printed."""
+    from nlp_tutorials.training.finetuning import finetune
+
+    write_glue_folder(folder / "data")
+    printed = []
+    config = FinetuneConfig(data=str(folder / "data"), init_from=str(TINY_BERT),
+                            output_dir=str(folder / "model"), epochs=1, batch_size=16,
+                            max_len=48)
+    result = finetune(config, printer=printed.append)
+    (folder / "result.json").write_text(json.dumps(result))
+    (folder / "printed.json").write_text(json.dumps(printed))
 
 
 @pytest.fixture(scope="module")
-def finetuned(glue_folder, tmp_path_factory):
-    """The tiny BERT fine-tuned one epoch on the GLUE-style folder: (folder, result, printed)."""
-    from nlp_tutorials.training.finetuning import finetune
+def finetuned_run(shared_folders):
+    """The run's one fine-tuning on the GLUE-style folder, built once for all workers."""
+    return shared_folders.folder("glue_mrpc_run", finetune_on_glue_folder)
 
-    output = tmp_path_factory.mktemp("mrpc_model")
-    printed = []
-    config = FinetuneConfig(data=str(glue_folder), init_from=str(TINY_BERT),
-                            output_dir=str(output), epochs=1, batch_size=16, max_len=48)
-    return output, finetune(config, printer=printed.append), printed
+
+@pytest.fixture(scope="module")
+def glue_folder(finetuned_run):
+    """The GLUE-style MRPC folder the run fine-tuned on (read-only)."""
+    return finetuned_run / "data"
+
+
+@pytest.fixture(scope="module")
+def finetuned(finetuned_run):
+    """The tiny BERT fine-tuned one epoch on the GLUE-style folder: (folder, result, printed)."""
+    return (finetuned_run / "model", json.loads((finetuned_run / "result.json").read_text()),
+            json.loads((finetuned_run / "printed.json").read_text()))
 
 
 def described(path: Path) -> str:
