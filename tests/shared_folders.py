@@ -66,7 +66,8 @@ def fingerprint(folder: Path) -> dict:
 # --- the builders
 
 
-# The tiny BERT of the pre-training tests: `bert train` with these flags for 6 steps.
+# The tiny BERT of the pre-training tests: `bert train` with these flags (6 steps here; the
+# tests that train again use the same sizes).
 TINY_TRAIN_FLAGS = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32",
                     "--batch-size", "8"]
 
@@ -131,4 +132,3 @@ def build_mrpc_classifier(folder: Path) -> None:
                           max_position_embeddings=64)
     save_head(SequenceClassifier(backbone), folder)
     tokenizer.save(folder)
-

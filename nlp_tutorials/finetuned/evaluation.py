@@ -18,7 +18,7 @@ def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
     ``output_dir``, each atomically. Returns the scores.
 
     ``dev_size``: for a task without a dev file, the last train examples that are its dev
-    split (by default what ``finetune``'s ``--dev-size`` holds out by default)."""
+    split (default: what ``finetune --dev-size`` holds out by default)."""
     options = {"data_dir": data_dir, "dev_size": dev_size, "printer": printer}
     if path:
         options["paths"] = {split: path}

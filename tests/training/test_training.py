@@ -14,6 +14,7 @@ import pytest
 
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.system.errors import UserError
+from shared_folders import PROBE, TINY_TRAIN_FLAGS
 from support import (
     checkpoint_weights,
     fails_without_tensorflow,
@@ -24,7 +25,6 @@ from support import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["--dim", "32", "--layers", "1", "--heads", "2", "--max-len", "32", "--batch-size", "8"]
 
 
 def tiny_config(model_dir, **overrides):
@@ -105,7 +105,7 @@ def test_restored_model_is_the_model_that_was_trained(trained):
     assert max(np.abs(initial[path] - value).max() for path, value in in_memory.items()) > 1e-3
     with np.load(model_dir.parent / "answer.npz") as answer:
         inputs = {"input_ids": answer["input_ids"], "token_type_ids": answer["token_type_ids"]}
-        ids, _ = tokenizer.encode("the company said", "shares rose", max_len=32)
+        ids, _ = tokenizer.encode(*PROBE, max_len=32)
         assert inputs["input_ids"][0].tolist() == ids
         a = model(inputs)["sequence_output"].numpy()
         assert a.shape == (1, 32, 32)
@@ -273,8 +273,8 @@ def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
     from nlp_tutorials.system.startup import has_nvidia_device
 
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    result = run_cli("nlp_tutorials.bert", "train", *TINY, "--steps", "3", "--model-dir",
-                     str(tmp_path / "bert"), "--no-plots", env=env)
+    result = run_cli("nlp_tutorials.bert", "train", *TINY_TRAIN_FLAGS, "--steps", "3",
+                     "--model-dir", str(tmp_path / "bert"), "--no-plots", env=env)
     assert result.returncode == 0, result.stderr
     for control in ("\x1b", "\r", "\b"):
         assert control not in result.stdout, repr(result.stdout)
@@ -290,9 +290,9 @@ def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
 
 def start_training(model_dir, steps, checkpoint_every, ready, *flags):
     """Start `bert train` in a subprocess; return it once ``ready(index text)`` holds."""
-    command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY, "--steps", str(steps),
-               "--checkpoint-every", str(checkpoint_every), "--model-dir", str(model_dir),
-               "--no-plots", *flags]
+    command = [sys.executable, "-m", "nlp_tutorials.bert", "train", *TINY_TRAIN_FLAGS,
+               "--steps", str(steps), "--checkpoint-every", str(checkpoint_every),
+               "--model-dir", str(model_dir), "--no-plots", *flags]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                cwd=ROOT)
     index = model_dir / "checkpoints" / "checkpoint"
@@ -347,7 +347,7 @@ def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path)
     assert f"resuming from checkpoint ckpt-{killed_at} at step {killed_at}" in result.stdout
     assert f"steps {killed_at} -> 400" in result.stdout
     assert saved_step(model_dir) == 400
-    result = run_main("bert", "train", *TINY, "--dropout", "0", "--steps", "400",
+    result = run_main("bert", "train", *TINY_TRAIN_FLAGS, "--dropout", "0", "--steps", "400",
                       "--checkpoint-every", "400", "--model-dir", str(tmp_path / "whole"),
                       "--no-plots")
     assert result.returncode == 0, result.stderr
