@@ -27,20 +27,33 @@ def environment(**extra):
     return {**os.environ, "PYTHONPATH": path, **extra}
 
 
+def two_replica_figures(shared_folders, *scenarios) -> dict:
+    """The figures tests/two_replicas.py prints for ``scenarios``, run once per test run."""
+    def build(folder):
+        folder.mkdir()
+        result = subprocess.run([sys.executable, str(ROOT / "tests" / "two_replicas.py"),
+                                 str(folder), *scenarios], capture_output=True, text=True,
+                                timeout=300, env=environment(), cwd=ROOT)
+        assert result.returncode == 0, result.stderr[-3000:]
+        (folder / "figures.json").write_text(result.stdout.strip().splitlines()[-1])
+
+    folder = shared_folders.folder("two_replicas_" + "_".join(scenarios), build)
+    return json.loads((folder / "figures.json").read_text())
+
+
 @pytest.fixture(scope="module")
-def two_replicas(tmp_path_factory) -> dict:
-    """The figures tests/two_replicas.py prints, run once for the tests below."""
-    work = tmp_path_factory.mktemp("two_replicas")
-    result = subprocess.run([sys.executable, str(ROOT / "tests" / "two_replicas.py"), str(work)],
-                            capture_output=True, text=True, timeout=300, env=environment(),
-                            cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+def two_replica_steps(shared_folders) -> dict:
+    return two_replica_figures(shared_folders, "one_step", "keras_evaluate")
+
+
+@pytest.fixture(scope="module")
+def two_replica_resume(shared_folders) -> dict:
+    return two_replica_figures(shared_folders, "resume")
 
 
 @pytest.mark.slow
-def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
-    figures = two_replicas["one_step"]
+def test_one_mirrored_step_equals_one_single_device_step(two_replica_steps):
+    figures = two_replica_steps["one_step"]
     assert figures["replicas"] == 2
     assert figures["jit_error"] == ("--jit compiles the step for one device; with 2 replicas "
                                     "drop --jit, or use --strategy default")
@@ -58,20 +71,21 @@ def test_one_mirrored_step_equals_one_single_device_step(two_replicas):
 
 
 @pytest.mark.slow
-def test_keras_evaluate_under_two_replicas_reports_the_global_batchs_metrics(two_replicas):
-    figures = two_replicas["keras_evaluate"]
+def test_keras_evaluate_under_two_replicas_reports_the_global_batchs_metrics(
+        two_replica_steps):
+    figures = two_replica_steps["keras_evaluate"]
     assert figures["mirrored"].keys() == figures["single"].keys()
     for name, value in figures["single"].items():
         assert figures["mirrored"][name] == pytest.approx(value, abs=1e-5), name
 
 
 @pytest.mark.slow
-def test_checkpoints_resume_across_strategies(two_replicas):
+def test_checkpoints_resume_across_strategies(two_replica_resume):
     """6 steps on one device; its step-2 checkpoint resumed under mirrored; that run's step-4
     checkpoint resumed on one device: all three end at the same weights (no dropout), and the
     resumed runs began at steps 2 and 4 (seeded, a run that ignored its checkpoint and started
     over would end at the same weights too)."""
-    figures = two_replicas["resume"]
+    figures = two_replica_resume["resume"]
     assert figures["steps"] == [6, 6, 6]
     assert figures["started_at"] == [0, 2, 4]
     assert figures["mirrored_resume_vs_single"] < 1e-5

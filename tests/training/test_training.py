@@ -318,8 +318,10 @@ def saved_step(model_dir) -> int:
 
 @pytest.mark.slow
 def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
-    """Killed with SIGKILL a few steps in, then resumed to step 400: the final weights are those
-    of an uninterrupted 400-step run of the same seed.
+    """Killed with SIGKILL a few steps in, then resumed to step 100: the final weights are those
+    of an uninterrupted 100-step run of the same seed. The killed run has over 90 steps and 45
+    checkpoints still to go when it is killed, seconds of work, so the kill always lands first;
+    the resume and the uninterrupted run are in-process (the process is the killed one).
 
     Dropout is off: its random state is not checkpointed, so with it the two runs would drop
     different units after the resume. Without it, the resumed run gets the weights and AdamW's
@@ -330,7 +332,7 @@ def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path)
     the same seed would also end there.
     """
     model_dir = tmp_path / "killed"
-    process = start_training(model_dir, 400, 2, lambda index: "ckpt-6" in index,
+    process = start_training(model_dir, 100, 2, lambda index: "ckpt-6" in index,
                              "--dropout", "0")
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -339,20 +341,20 @@ def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path)
 
     restore_model(model_dir)  # the newest checkpoint reads back whole
     killed_at = saved_step(model_dir)
-    assert 6 <= killed_at < 400
+    assert 6 <= killed_at < 100
     at_kill = checkpoint_weights(model_dir / "checkpoints" / f"ckpt-{killed_at}")
-    result = run_main("bert", "train", "--resume", "--steps", "400", "--model-dir", str(model_dir),
+    result = run_main("bert", "train", "--resume", "--steps", "100", "--model-dir", str(model_dir),
                       "--no-plots")
     assert result.returncode == 0, result.stderr
     assert f"resuming from checkpoint ckpt-{killed_at} at step {killed_at}" in result.stdout
-    assert f"steps {killed_at} -> 400" in result.stdout
-    assert saved_step(model_dir) == 400
-    result = run_main("bert", "train", *TINY_TRAIN_FLAGS, "--dropout", "0", "--steps", "400",
-                      "--checkpoint-every", "400", "--model-dir", str(tmp_path / "whole"),
+    assert f"steps {killed_at} -> 100" in result.stdout
+    assert saved_step(model_dir) == 100
+    result = run_main("bert", "train", *TINY_TRAIN_FLAGS, "--dropout", "0", "--steps", "100",
+                      "--checkpoint-every", "100", "--model-dir", str(tmp_path / "whole"),
                       "--no-plots")
     assert result.returncode == 0, result.stderr
-    resumed = checkpoint_weights(model_dir / "checkpoints" / "ckpt-400")
-    whole = checkpoint_weights(tmp_path / "whole" / "checkpoints" / "ckpt-400")
+    resumed = checkpoint_weights(model_dir / "checkpoints" / "ckpt-100")
+    whole = checkpoint_weights(tmp_path / "whole" / "checkpoints" / "ckpt-100")
     assert resumed.keys() == whole.keys() == at_kill.keys() and len(whole) > 10
     assert max(np.abs(resumed[k] - whole[k]).max() for k in whole) <= 1e-5
     assert max(np.abs(resumed[k] - at_kill[k]).max() for k in whole) > 1e-2  # it trained on
