@@ -1,8 +1,8 @@
 """tf.distribute and mixed precision: same step on 1 or 2 replicas, multi-worker, bad input.
 
-Checks that need two logical CPU devices run in tests/two_replicas.py, in a process of their
-own (logical devices must be made before TensorFlow starts); the multi-worker test starts two
-command-line workers on localhost ports.
+Checks that need two logical CPU devices run in tests/two_replicas.py, in processes of their
+own (logical devices must be made before TensorFlow starts), each once per test run; the
+multi-worker test starts two command-line workers on localhost ports.
 """
 import json
 import os
