@@ -321,7 +321,7 @@ def test_kill_minus_9_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path)
     """Killed with SIGKILL a few steps in, then resumed to step 100: the final weights are those
     of an uninterrupted 100-step run of the same seed. The killed run has over 90 steps and 45
     checkpoints still to go when it is killed, seconds of work, so the kill always lands first;
-    the resume and the uninterrupted run are in-process (the process is the killed one).
+    the resume and the uninterrupted run are in-process (only the killed run needs a process).
 
     Dropout is off: its random state is not checkpointed, so with it the two runs would drop
     different units after the resume. Without it, the resumed run gets the weights and AdamW's
