@@ -2,11 +2,11 @@
 
 Each entry of BREAKAGES is a row of that table: one text change to one file of the package (the
 rows of ``tests/conftest.py`` and ``tests/shared_folders.py`` change those test helpers
-instead), and the tests that must fail under it. A row whose breakage reads "A; or B" is one entry per alternative. For each row
-chosen, the repository is copied to a temporary folder (without .git, .venv, visual/ and
-caches), the change is made there, and pytest runs the named tests in that copy, with the copy
-first on PYTHONPATH and as the working directory, so that the copy's package is the one
-imported (checked before every run: the venv's editable install points at this tree).
+instead), and the tests that must fail under it. A row whose breakage reads "A; or B" is one
+entry per alternative. For each row chosen, the repository is copied to a temporary folder
+(without .git, .venv, visual/ and caches), the change is made there, and pytest runs the named
+tests in that copy, with the copy first on PYTHONPATH and as the working directory, so that
+the copy's package is the one imported (checked before every run: the venv's editable install points at this tree).
 
 Run from the repository root, with the project's virtual environment active:
 

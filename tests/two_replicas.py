@@ -96,7 +96,7 @@ def one_step(cls, config, optimizer):
                     for c in w.value.values) for w in mirrored.weights)}
 
 
-def scenario_one_step(work):
+def scenario_one_step():
     sgd = lambda: keras.optimizers.SGD(learning_rate=1.0)  # noqa: E731
     adamw = lambda: make_optimizer(1e-3, 10)  # noqa: E731
     try:
@@ -170,7 +170,8 @@ def scenario_resume(work):
             "started_at": started_at}
 
 
-SCENARIOS = {"one_step": scenario_one_step, "resume": scenario_resume,
+# Each takes the work folder; only the resume writes runs into it.
+SCENARIOS = {"one_step": lambda work: scenario_one_step(), "resume": scenario_resume,
              "keras_evaluate": lambda work: scenario_keras_evaluate()}
 
 if __name__ == "__main__":
