@@ -222,14 +222,17 @@ def run_export_model(settings) -> None:
 
 def run_split_squad(settings) -> None:
     """``bert split-squad``: two SQuAD files, train and scored, from one; TensorFlow unneeded."""
-    if not Path(settings.input).is_file():
-        raise UserError(f"--input {settings.input}: no such file; expected a SQuAD JSON file")
+    for flag in ("input", "without"):
+        path = getattr(settings, flag)
+        if path and not Path(path).is_file():
+            raise UserError(f"--{flag} {path}: no such file; expected a SQuAD JSON file")
     from nlp_tutorials.tasks.squad_split import split_names, write_split
 
     outputs = [Output("--output", Path(settings.output) / name)
                for name in split_names(settings.input)]
-    with writing(outputs, {"--input": settings.input}):
-        write_split(settings.input, settings.train_articles, settings.output)
+    with writing(outputs, {"--input": settings.input, "--without": settings.without}):
+        write_split(settings.input, settings.train_articles, settings.output,
+                    without=settings.without or None)
 
 
 def run_generate(settings) -> None:

@@ -266,6 +266,9 @@ class SplitSquadSettings(Settings):
                                   metavar="N")
     output: str = setting(help="folder to write train-vX.json and scored-vX.json into",
                           metavar="DIR")
+    without: str = setting("", "leave out, before splitting, every article whose title this "
+                               "other SQuAD file holds (a v1.1 model for v2.0 to start from "
+                               "must not read v2.0's scored articles)", metavar="FILE")
 
 
 @dataclasses.dataclass(kw_only=True)

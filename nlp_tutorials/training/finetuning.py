@@ -10,7 +10,9 @@ kept, and only that model is scored on the test split. With ``dev_size`` 0 every
 trains and the last epoch is kept: the usual second stage once a recipe (its number of epochs
 above all) has been chosen on dev.
 
-``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.models.pretrained`).
+``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.models.pretrained`),
+or from a model ``finetune`` wrote: its encoder, and its head too where the new task's head has
+the same layers (SQuAD v1.1's span head going on to SQuAD v2.0, as BERT's authors did for v2.0).
 
 Files in ``output_dir``: the model folder :mod:`nlp_tutorials.finetuned.folders` describes
 (``model.keras``, ``task.json``, the tokenizer's files), and ``results.json``: this run's
@@ -27,7 +29,7 @@ import keras
 import numpy as np
 
 from nlp_tutorials.finetuned.batching import batches
-from nlp_tutorials.finetuned.folders import MODEL_FILE, save_head, save_task
+from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_head, save_task
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
@@ -73,6 +75,35 @@ def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None, pri
     model_config = TrainConfig().model_config(tokenizer.vocab_size,
                                               task.longest(tokenizer, train))
     return build_model(model_config, config.seed), tokenizer
+
+
+def starting_point(config: FinetuneConfig, task: Task | None = None, printer=print):
+    """(backbone, tokenizer, earlier head or None): :func:`backbone_and_tokenizer`'s, or, when
+    ``init_from`` holds a model ``finetune`` wrote (``model.keras``), its backbone, its
+    tokenizer and its head, whose own layers :func:`carry_head` hands on."""
+    if config.init_from and (Path(config.init_from) / MODEL_FILE).is_file():
+        earlier = load_finetuned(config.init_from)
+        return earlier.head.backbone, earlier.tokenizer, earlier.head
+    return (*backbone_and_tokenizer(config, task, printer), None)
+
+
+def head_layers(head) -> list:
+    """The weights of ``head`` that are its own, not its backbone's, in creation order."""
+    shared = {id(weight) for weight in head.backbone.weights}
+    return [weight for weight in head.weights if id(weight) not in shared]
+
+
+def carry_head(earlier, head, source: str, printer=print) -> None:
+    """Start ``head``'s own layers from ``earlier``'s when both are the same kind of head with
+    weights of the same shapes (same labels); else keep them fresh. ``printer`` hears which."""
+    mine, theirs = head_layers(head), head_layers(earlier)
+    if type(head) is type(earlier) and [w.shape for w in mine] == [w.shape for w in theirs]:
+        for weight, value in zip(mine, theirs):
+            weight.assign(value)
+        printer(f"started from {source}: its encoder and its {type(head).__name__} head")
+        return
+    printer(f"started from {source}: its encoder; its {type(earlier).__name__} head does not "
+            f"fit this task's {type(head).__name__}, which starts fresh")
 
 
 def compile_for_epochs(head, train: dict, epochs: int, batch_size: int, learning_rate: float,
@@ -147,9 +178,10 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     scores are None; with no test file the test scores are None. The head trains under
     ``strategy`` (its variables live on every replica); scoring runs on one device.
     """
+    note_printer = note_printer or printer
     with strategy.scope():
-        backbone, tokenizer = backbone_and_tokenizer(dataclasses.replace(config, seed=seed), task,
-                                                     note_printer or printer)
+        backbone, tokenizer, earlier = starting_point(dataclasses.replace(config, seed=seed),
+                                                      task, note_printer)
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
     keras.utils.set_random_seed(seed)
@@ -157,6 +189,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     options = {name: getattr(config, name) for name in task.shape.head_settings}
     with strategy.scope():
         head = task.build_head(backbone, **options)
+        if earlier is not None:
+            carry_head(earlier, head, config.init_from, note_printer)
         compile_for_epochs(head, train, config.epochs, config.batch_size, config.learning_rate,
                            config.warmup_fraction, config.weight_decay)
     metric_name = task.metrics[0][1]

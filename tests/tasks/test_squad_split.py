@@ -78,6 +78,22 @@ def test_the_baselines_split_the_same_questions(tmp_path):
     assert label == "dev-v1.1.json, the last 3 of 5 articles by title (4 questions)"
 
 
+def test_articles_titled_as_in_another_file_are_left_out_before_the_split(tmp_path, capsys):
+    path = squad_file(tmp_path / "dev-v1.1.json")
+    other = squad_file(tmp_path / "other.json", [article("Apple", ["x?"]),
+                                                 article("Zebra", ["y?"]),
+                                                 article("Plum", ["z?"])])
+    assert split_by_title(path, 1, without={"Apple", "Zebra"}) == ([4], [0])
+    assert main("bert", ["split-squad", "--input", str(path), "--train-articles", "1",
+                         "--without", str(other), "--output", str(tmp_path / "out")]) in (0, None)
+    train, scored = tmp_path / "out" / "train-v1.1.json", tmp_path / "out" / "scored-v1.1.json"
+    assert capsys.readouterr().out.splitlines() == [
+        f"left out 3 articles whose title {other} holds",  # both Apples
+        f"{train}: 1 article, 2 questions", f"{scored}: 1 article, 1 question"]
+    assert json.loads(train.read_text())["data"] == [ARTICLES[4]]
+    assert json.loads(scored.read_text())["data"] == [ARTICLES[0]]
+
+
 def test_a_file_with_unanswerable_questions_splits_into_v2_files(tmp_path):
     articles = [article("B", ["b?"], impossible=True), article("A", ["a?"])]
     path = squad_file(tmp_path / "dev-v2.0.json", articles, "v2.0")
@@ -104,10 +120,18 @@ def test_a_bad_question_writes_nothing(tmp_path):
      "--train-articles 5: expected 1 to 4 (dev-v1.1.json has 5 articles)"),
     (["--input", "{file}", "--train-articles", "0"],
      "argument --train-articles: expected a positive integer, got 0"),
+    (["--input", "{file}", "--train-articles", "2", "--without", "{file}"],
+     "--without leaves 0 articles of dev-v1.1.json's 5; expected at least 2 to split"),
+    (["--input", "{file}", "--train-articles", "3", "--without", "{apples}"],
+     "--train-articles 3: expected 1 to 2 (dev-v1.1.json has 5 articles, 3 once those in "
+     "--without are left out)"),
+    (["--input", "{file}", "--train-articles", "2", "--without", "/nowhere/v2.json"],
+     "--without /nowhere/v2.json: no such file; expected a SQuAD JSON file"),
 ])
 def test_bad_input_is_one_line_before_tensorflow(tmp_path, argv, message):
     path = squad_file(tmp_path / "dev-v1.1.json")
-    argv = [arg.replace("{file}", str(path)) for arg in argv]
+    apples = squad_file(tmp_path / "apples.json", [article("Apple", ["x?"])])
+    argv = [arg.replace("{file}", str(path)).replace("{apples}", str(apples)) for arg in argv]
     line = fails_without_tensorflow("split-squad", *argv, "--output", str(tmp_path / "out"))
     assert message in line
     assert not (tmp_path / "out").exists()
@@ -126,3 +150,23 @@ def test_the_fixed_splits_of_the_real_dev_files(tmp_path):
                                  "--output", str(tmp_path)], capture_output=True, text=True,
                                 cwd=REPOSITORY, check=True)
         assert [line.split(": ", 1)[1] for line in result.stdout.splitlines()] == counts
+
+
+@pytest.mark.slow
+def test_the_v1_split_that_never_reads_the_articles_v2_scores(tmp_path, capsys):
+    if not REAL.is_dir():
+        pytest.skip(f"{REAL} is not here")
+    assert main("bert", ["split-squad", "--input", str(REAL / "dev-v2.0.json"),
+                         "--train-articles", "25", "--output", str(tmp_path / "v2")]) in (0, None)
+    held_out = tmp_path / "v2" / "scored-v2.0.json"  # the threshold's 3 articles, the scored 7
+    assert main("bert", ["split-squad", "--input", str(REAL / "dev-v1.1.json"),
+                         "--train-articles", "34", "--without", str(held_out),
+                         "--output", str(tmp_path / "v1")]) in (0, None)
+    assert [line.split(": ", 1)[-1] for line in capsys.readouterr().out.splitlines()[2:]] == [
+        f"left out 10 articles whose title {held_out} holds",
+        "34 articles, 7,135 questions", "4 articles, 1,564 questions"]
+    v1_titles = {a["title"] for a in json.loads((tmp_path / "v1" / "train-v1.1.json")
+                                                .read_text())["data"]}
+    v2_scored = sorted(a["title"] for a in json.loads(
+        (REAL / "dev-v2.0.json").read_text())["data"])[28:]
+    assert len(v2_scored) == 7 and not v1_titles & set(v2_scored)
