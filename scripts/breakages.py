@@ -262,6 +262,17 @@ BREAKAGES = (
              "ClassPrediction(int(np.argmax(p)), p)", "ClassPrediction(int(np.argmin(p)), p)",
              tests("training/test_task_runs.py",
                    "test_evaluate_scores_and_writes_what_the_head_predicts")),
+    Breakage("training/finetuning: a fine-tuned start hands on its encoder, not its head",
+             PKG + "training/finetuning.py",
+             "for weight, value in zip(mine, theirs):\n            weight.assign(value)",
+             "for weight, value in zip(mine, theirs):\n            pass",
+             tests("training/test_finetuned_start.py",
+                   "test_a_span_head_goes_on_to_squad2_with_its_encoder")),
+    Breakage("tasks/squad_split: `--without` leaves every article in", PKG + "tasks/squad_split.py",
+             "kept = [i for i, title in enumerate(titles) if title not in set(without)]",
+             "kept = list(range(len(titles)))",
+             tests("tasks/test_squad_split.py",
+                   "test_articles_titled_as_in_another_file_are_left_out_before_the_split")),
 )
 
 
