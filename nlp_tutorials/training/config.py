@@ -273,12 +273,9 @@ class FinetuneConfig(Settings):
                                spelling="--format")
     model_dir: str = setting(trained_dir("bert"), "pre-trained model from `train`")
     from_scratch: bool = setting(False, "start from random weights instead")
-    init_from: str = setting("", "start from a real pretrained BERT instead: a folder with "
-                                 "config.json, vocab.txt and model.safetensors (HuggingFace) or "
-                                 "bert_config.json, vocab.txt and bert_model.ckpt.* (Google); "
-                                 "or from a model finetune wrote (its encoder, and its head "
-                                 "where this task's is alike, e.g. SQuAD v1.1 to v2.0)",
-                             metavar="DIR")
+    init_from: str = setting("", "start from a real pretrained BERT instead (a HuggingFace or "
+                                 "Google folder, with vocab.txt), or from a model finetune "
+                                 "wrote (its head too where alike)", metavar="DIR")
     max_len: int | None = setting(None, "tokens per example, at most the model's positions; "
                                         "longer pairs are truncated, the longer sentence first",
                                   kind=positive_int, default_help="the task's: 128, 384 for SQuAD")
@@ -393,7 +390,8 @@ class FinetuneConfig(Settings):
 
             import_optuna()
             read_space(self.search_space)
-        _check_pretrained_folder(self.init_from, finetuned=True)
+        require_folder(self.init_from, "--init-from", "a pretrained BERT (config.json or "
+                       "bert_config.json, vocab.txt, weights) or a fine-tuned model (model.keras)")
         _check_cluster(self.strategy)
 
 
@@ -446,9 +444,7 @@ def _check_cluster(strategy: str) -> None:
         parse_tf_config()
 
 
-def _check_pretrained_folder(init_from: str, finetuned: bool = False) -> None:
-    """``finetuned``: a model ``finetune`` wrote is welcome too."""
+def _check_pretrained_folder(init_from: str) -> None:
     if init_from and not Path(init_from).is_dir():
-        also = " or a fine-tuned model's (model.keras)" if finetuned else ""
         raise UserError(f"--init-from {init_from}: no such folder; expected a pretrained BERT "
-                        f"folder (config.json or bert_config.json, vocab.txt, weights){also}")
+                        f"folder (config.json or bert_config.json, vocab.txt, weights)")

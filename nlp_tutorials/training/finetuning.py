@@ -106,6 +106,17 @@ def carry_head(earlier, head, source: str, printer=print) -> None:
             f"fit this task's {type(head).__name__}, which starts fresh")
 
 
+def new_head(task: Task, backbone, config: FinetuneConfig, earlier=None, printer=print):
+    """``task``'s head around ``backbone``, its own layers from the ``earlier`` head where
+    they fit (:func:`carry_head`)."""
+    # --pooling chooses how a sequence classifier summarises; the other heads have no choice.
+    head = task.build_head(backbone, **{name: getattr(config, name)
+                                        for name in task.shape.head_settings})
+    if earlier is not None:
+        carry_head(earlier, head, config.init_from, printer)
+    return head
+
+
 def compile_for_epochs(head, train: dict, epochs: int, batch_size: int, learning_rate: float,
                        warmup_fraction: float = WARMUP_FRACTION,
                        weight_decay: float = WEIGHT_DECAY) -> None:
@@ -185,12 +196,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
     keras.utils.set_random_seed(seed)
-    # --pooling chooses how a sequence classifier summarises; the other heads have no choice.
-    options = {name: getattr(config, name) for name in task.shape.head_settings}
     with strategy.scope():
-        head = task.build_head(backbone, **options)
-        if earlier is not None:
-            carry_head(earlier, head, config.init_from, note_printer)
+        head = new_head(task, backbone, config, earlier, note_printer)
         compile_for_epochs(head, train, config.epochs, config.batch_size, config.learning_rate,
                            config.warmup_fraction, config.weight_decay)
     metric_name = task.metrics[0][1]
