@@ -396,8 +396,9 @@ def summarize(task, runs: list, limited: str) -> dict:
     summary = {name: mean_std([run[scored][name] for run in runs]) for name, _ in task.metrics}
     first = task.metrics[0][0]
     each = ", ".join(f"{100 * run[scored][first]:.1f}" for run in runs)
-    print(f"transformers, {task.title} {scored} over {len(runs)} seed(s): "
-          f"{task.describe_mean_std(summary)} ({task.metrics[0][1]} by seed: {each}){limited}")
+    print(f"transformers, {task.title} {scored} over {counted(len(runs), 'seed')}: "
+          f"{task.describe_mean_std(summary, len(runs))} ({task.metrics[0][1]} by seed: "
+          f"{each}){limited}")
     return {f"{scored}_mean_std": summary}
 
 

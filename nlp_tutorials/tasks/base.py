@@ -301,11 +301,12 @@ class Task:
         """Scores as a report writes them: ``accuracy 0.812 F1 0.871``."""
         return " ".join(f"{printed} {scores[key]:.3f}" for key, printed in self.metrics)
 
-    def describe_mean_std(self, summary: dict) -> str:
-        """``{score key: (mean, std)}`` as a report writes them: ``accuracy 81.2 ± 0.6%, F1
-        87.1 ± 0.4`` (x100, accuracy as a percentage)."""
-        return ", ".join(f"{printed} {reported(key, *summary[key])}"
-                         for key, printed in self.metrics)
+    def describe_mean_std(self, summary: dict, seeds: int) -> str:
+        """``{score key: (mean, std)}`` over ``seeds`` runs as a report writes them: ``accuracy
+        81.2 ± 0.6%, F1 87.1 ± 0.4`` (x100, accuracy as a percentage); one run has no spread
+        to show (``accuracy 81.2%, F1 87.1``)."""
+        return ", ".join(f"{printed} {reported(key, mean, std if seeds > 1 else None)}"
+                         for key, printed in self.metrics for mean, std in [summary[key]])
 
     def baselines(self) -> list[tuple[str, str]]:
         """(name, ``"module:fit function"``) of each baseline ``python -m

@@ -33,7 +33,7 @@ from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_hea
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
-from nlp_tutorials.tasks.base import Task, model_arrays
+from nlp_tutorials.tasks.base import Task, counted, model_arrays
 from nlp_tutorials.tasks.metrics import mean_std
 from nlp_tutorials.text.tokenization import WordTokenizer, load_tokenizer
 from nlp_tutorials.training import distribute
@@ -277,8 +277,8 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     summary = ({name: mean_std([run[scored][name] for run in runs]) for name, _ in task.metrics}
                if runs[0][scored] is not None else {})
     if summary:
-        printer(f"{task.title} {scored} over {len(runs)} seed(s): "
-                f"{task.describe_mean_std(summary)}")
+        printer(f"{task.title} {scored} over {counted(len(runs), 'seed')}: "
+                f"{task.describe_mean_std(summary, len(runs))}")
     save_head(kept[0], output_dir)
     kept[1].save(output_dir)
     save_task(output_dir, kept[3])

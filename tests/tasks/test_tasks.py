@@ -70,6 +70,13 @@ def test_mrpc_predictions_are_the_softmax_arg_max_and_scores_match_scikit_learn(
                                      f"F1 {scores['f1']:.3f}")
 
 
+def test_a_summary_shows_a_spread_only_over_several_seeds():
+    task = get_task("mrpc")
+    summary = {"accuracy": (0.8123, 0.0061), "f1": (0.871, 0.0)}
+    assert task.describe_mean_std(summary, 3) == "accuracy 81.2 ± 0.6%, F1 87.1 ± 0.0"
+    assert task.describe_mean_std(summary, 1) == "accuracy 81.2%, F1 87.1"
+
+
 def test_mrpc_reads_predict_lines_and_writes_predict_s_columns():
     task = get_task("mrpc")
     lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n", "\n",

@@ -121,7 +121,7 @@ def test_finetune_reports_test_scores_over_seeds(finetuned):
     mean, std = result["test_mean_std"]["accuracy"]
     assert mean == pytest.approx(np.mean(accuracies))
     assert std == pytest.approx(np.std(accuracies, ddof=1))
-    assert any("MRPC test over 2 seed(s)" in line for line in printed)
+    assert any("MRPC test over 2 seeds: " in line for line in printed)
     saved = json.loads((folder / "results.json").read_text())
     assert saved["runs"] == result["runs"]
 
