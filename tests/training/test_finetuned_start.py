@@ -16,22 +16,25 @@ SLICES = REPOSITORY / "tests" / "fixtures" / "squad"
 
 def squad_folder(folder, version):
     """``folder`` holding the fixture slice of ``version`` ("1.1", "2.0") as train and dev."""
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for name in (f"train-v{version}.json", f"dev-v{version}.json"):
         shutil.copy(SLICES / f"dev-v{version}-slice.json", folder / name)
     return folder
 
 
-@pytest.fixture(scope="module")
-def squad_model(tmp_path_factory):
-    """The tiny BERT fine-tuned one epoch on the SQuAD v1.1 slice."""
-    root = tmp_path_factory.mktemp("squad_model")
+def finetune_on_the_v1_slice(root):
+    """``root/model``: the tiny BERT fine-tuned one epoch on the SQuAD v1.1 slice."""
     data = squad_folder(root / "data", "1.1")
     assert main("bert", ["finetune", "--task", "squad", "--data", str(data), "--init-from",
                          str(TINY_BERT), "--epochs", "1", "--batch-size", "8", "--max-len",
                          "48", "--stride", "16", "--dev-size", "0",
                          "--output-dir", str(root / "model")]) in (0, None)
-    return root / "model"
+
+
+@pytest.fixture(scope="module")
+def squad_model(shared_folders):
+    """The one SQuAD v1.1 model of a test run, built once for all workers."""
+    return shared_folders.folder("squad_v1_model", finetune_on_the_v1_slice) / "model"
 
 
 def own_weights(head) -> list:
