@@ -95,11 +95,3 @@ def test_finetune_runs_squad2_from_a_squad_model(squad_model, tmp_path, capsys):
         squad_model)
     assert json.loads((output / "task.json").read_text())["task"] == "squad2"
 
-
-def test_a_missing_folder_names_both_kinds_it_takes(tmp_path, capsys):
-    assert main("bert", ["finetune", "--task", "squad2", "--data", str(tmp_path),
-                         "--init-from", str(tmp_path / "nowhere")]) == 2
-    assert capsys.readouterr().err.splitlines()[-1].endswith(
-        f"--init-from {tmp_path / 'nowhere'}: no such folder; expected the folder holding a "
-        f"pretrained BERT (config.json or bert_config.json, vocab.txt, weights) or a fine-tuned "
-        f"model (model.keras)")

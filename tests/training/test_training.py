@@ -47,7 +47,11 @@ def run_cli(*args, timeout=300, env=None):
     (["train", "--learning-rate", "fast"], "expected a positive number, got 'fast'"),
     (["dance"], "invalid choice: 'dance'"),
     (["finetune", "--init-from", "no/such/minilm"],
-     "--init-from no/such/minilm: no such folder; expected a pretrained BERT folder"),
+     "--init-from no/such/minilm: no such folder; expected the folder holding a pretrained BERT "
+     "(config.json or bert_config.json, vocab.txt, weights) or a fine-tuned model (model.keras)"),
+    (["train", "--init-from", "no/such/minilm"],  # continued pre-training: a real BERT only
+     "--init-from no/such/minilm: no such folder; expected a pretrained BERT folder "
+     "(config.json or bert_config.json, vocab.txt, weights)"),
     (["finetune", "--init-from", ".", "--from-scratch"],
      "--init-from and --from-scratch exclude each other"),
     (["finetune", "--max-len", "0"], "--max-len: expected a positive integer, got 0"),
