@@ -6,7 +6,8 @@ instead), and the tests that must fail under it. A row whose breakage reads "A; 
 entry per alternative. For each row chosen, the repository is copied to a temporary folder
 (without .git, .venv, visual/ and caches), the change is made there, and pytest runs the named
 tests in that copy, with the copy first on PYTHONPATH and as the working directory, so that
-the copy's package is the one imported (checked before every run: the venv's editable install points at this tree).
+the copy's package is the one imported (checked before every run: the venv's editable install
+points at this tree).
 
 Run from the repository root, with the project's virtual environment active:
 
@@ -269,7 +270,7 @@ BREAKAGES = (
              tests("training/test_finetuned_start.py",
                    "test_a_span_head_goes_on_to_squad2_with_its_encoder")),
     Breakage("tasks/squad_split: `--without` leaves every article in", PKG + "tasks/squad_split.py",
-             "kept = [i for i, title in enumerate(titles) if title not in set(without)]",
+             "kept = [i for i, title in enumerate(titles) if title not in without]",
              "kept = list(range(len(titles)))",
              tests("tasks/test_squad_split.py",
                    "test_articles_titled_as_in_another_file_are_left_out_before_the_split")),
