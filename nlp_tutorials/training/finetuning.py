@@ -10,9 +10,10 @@ kept, and only that model is scored on the test split. With ``dev_size`` 0 every
 trains and the last epoch is kept: the usual second stage once a recipe (its number of epochs
 above all) has been chosen on dev.
 
-``--init-from DIR`` starts instead from real pretrained weights (see :mod:`nlp_tutorials.models.pretrained`),
-or from a model ``finetune`` wrote: its encoder, and its head too where the new task's head has
-the same layers (SQuAD v1.1's span head going on to SQuAD v2.0, as BERT's authors did for v2.0).
+``--init-from DIR`` starts instead from real pretrained weights (see
+:mod:`nlp_tutorials.models.pretrained`), or from a model ``finetune`` wrote: its encoder, and
+its head too where the new task's head has the same layers (SQuAD v1.1's span head going on to
+SQuAD v2.0, as BERT's authors did for v2.0).
 
 Files in ``output_dir``: the model folder :mod:`nlp_tutorials.finetuned.folders` describes
 (``model.keras``, ``task.json``, the tokenizer's files), and ``results.json``: this run's
