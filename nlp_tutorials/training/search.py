@@ -5,10 +5,10 @@ Here every trial trains on train less a tenth held out for the search (drawn onc
 run's seed) and is scored on that tenth, so dev keeps choosing the final run's epoch and test is
 scored once, by the final run alone. The space is a grid of declared choices; Optuna's grid
 sampler takes its settings in a seeded random order, none twice (a repeat would cost a whole
-trial), and its median pruner stops a trial whose held-out score after an epoch is below the
-median of the trials before it at that epoch. Every trial goes to ``search.json`` as it ends,
-so a search killed or stopped with Ctrl-C goes on from the trials it has when run again. The
-best trial's settings then fine-tune on the whole of train
+trial), and its median pruner stops a trial whose held-out score after an epoch before its
+last is below the median of the trials before it at that epoch. Every trial goes to
+``search.json`` as it ends, so a search killed or stopped with Ctrl-C goes on from the trials it
+has when run again. The best trial's settings then fine-tune on the whole of train
 (:func:`nlp_tutorials.training.finetuning.finetune`).
 
 Why Optuna rather than KerasTuner: docs/tasks.md ("Searching the recipe").
@@ -135,13 +135,16 @@ def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once)
     """Fine-tune one trial's ``settings`` on the held-out split; its record for search.json."""
     scores, start = [], time.monotonic()
 
+    trial_config = dataclasses.replace(config, **settings, search=0, search_space="", seeds=1)
+
     def after_epoch(epoch, score):
         scores.append(float(score))
         trial.report(score, epoch)
-        if trial.should_prune():
+        # After its last epoch a trial has cost all it will cost: its score counts, whatever
+        # the median says.
+        if epoch < trial_config.epochs and trial.should_prune():
             raise optuna.TrialPruned()
 
-    trial_config = dataclasses.replace(config, **settings, search=0, search_space="", seeds=1)
     try:
         train_once(trial_config, copy.copy(trial_task), config.seed, strategy,
                    printer=lambda *_: None, after_epoch=after_epoch)

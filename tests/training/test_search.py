@@ -149,6 +149,26 @@ def test_the_search_prunes_below_the_median_goes_on_after_ctrl_c_and_chooses_the
     assert printed[-1].startswith(f"chosen: learning_rate {best.learning_rate:g}, epochs 2")
 
 
+
+def test_a_trial_at_its_last_epoch_counts_whatever_the_median(mrpc_folder, tmp_path):
+    """One-epoch trials: stopping one after its only epoch would save nothing and lose its
+    score, so every trial completes and the best of all five is chosen."""
+    from nlp_tutorials.training.search import search_recipe
+
+    space = space_file(tmp_path, {"learning_rate": sorted(FIRST_EPOCH), "epochs": [1]})
+    config = search_config(mrpc_folder, tmp_path / "out", space, trials=5)
+    calls = []
+    best, summary = search_recipe(config, config.make_task(printer=None), None,
+                                  scripted_training(calls), tmp_path / "out",
+                                  printer=lambda *_: None)
+    ranked = sorted(FIRST_EPOCH, key=FIRST_EPOCH.get)
+    assert sorted(calls) == sorted(FIRST_EPOCH) and summary["pruned"] == 0
+    assert best.learning_rate == ranked[-1] and summary["held_out_score"] == FIRST_EPOCH[ranked[-1]]
+    # So that the check can fail: in the order they ran, a trial from the third on was below
+    # the median of those before it after its only epoch, where the rule would have stopped it.
+    scores = [FIRST_EPOCH[rate] for rate in calls]
+    assert any(scores[i] < np.median(scores[:i]) for i in range(2, len(scores)))
+
 @pytest.mark.slow
 def test_search_keeps_every_trial_goes_on_after_ctrl_c_and_trains_the_best_on_all_of_train(
         mrpc_folder, tmp_path, monkeypatch):
