@@ -279,6 +279,17 @@ BREAKAGES = (
              "if trial.should_prune():",
              tests("training/test_search.py",
                    "test_a_trial_at_its_last_epoch_counts_whatever_the_median")),
+    Breakage("training/search: `--search-held-out` ignored, a tenth held out",
+             PKG + "training/search.py",
+             "trial_task = held_out_task(task, config.search_held_out, config.seed)",
+             "trial_task = held_out_task(task, 0.1, config.seed)",
+             tests("training/test_search.py", "test_the_held_out_share_and_the_first_epoch_to_"
+                   "stop_after_are_the_flags")),
+    Breakage("training/search: `--search-stop-from` ignored, trials stopped after epoch 1",
+             PKG + "training/search.py", "n_warmup_steps=config.search_stop_from))",
+             "n_warmup_steps=0))",
+             tests("training/test_search.py", "test_the_held_out_share_and_the_first_epoch_to_"
+                   "stop_after_are_the_flags")),
 )
 
 

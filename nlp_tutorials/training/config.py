@@ -32,6 +32,7 @@ from nlp_tutorials.training.distribute import (
     precision_setting,
     strategy_setting,
 )
+from nlp_tutorials.training.search import check_search_flags, search_settings
 
 MODELS_DIR = "visual/models"  # where each command puts and looks for models by default
 TOKENIZERS = ("word", "wordpiece")  # the kinds of tokenizer a run or `prepare` learns
@@ -232,6 +233,7 @@ def finetuned_dir(task: str) -> str:
 
 FINETUNED_DIR = finetuned_dir("mrpc")  # the default --model-dir of the commands that read one
 RANDOM_ORDERS = 3  # `bert heads --study`'s control: random orders of masking, averaged
+SEARCH_SETTINGS = search_settings()
 
 
 @dataclasses.dataclass
@@ -306,16 +308,11 @@ class FinetuneConfig(Settings):
     # No flags: BERT's, set by a recipe search (--search-space) or from Python.
     warmup_fraction: float = checked(WARMUP_FRACTION, kind=probability)
     weight_decay: float = checked(WEIGHT_DECAY, kind=non_negative_float)
-    search: int = setting(0, "choose the recipe first by this many trials, each trained on "
-                             "train less a held-out tenth and scored on that tenth (never on "
-                             "dev or test); the best then trains on all of train. Needs "
-                             "Optuna: pip install 'nlp_tutorials[search]'", kind=non_negative_int,
-                          metavar="TRIALS", default_help="0: no search")
-    search_space: str = setting("", "with --search: a JSON object of the choices to try, "
-                                    "{{setting: [values]}}, among learning_rate, batch_size, "
-                                    "epochs, warmup_fraction, weight_decay and pooling",
-                                metavar="FILE", default_help="the BERT paper's grid: learning "
-                                "rate 5e-5, 4e-5, 3e-5, 2e-5; batch 16, 32; epochs 2, 3, 4")
+    # The recipe search's (training/search.py).
+    search: int = SEARCH_SETTINGS["search"]
+    search_space: str = SEARCH_SETTINGS["search_space"]
+    search_held_out: float = SEARCH_SETTINGS["search_held_out"]
+    search_stop_from: int = SEARCH_SETTINGS["search_stop_from"]
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
@@ -357,8 +354,7 @@ class FinetuneConfig(Settings):
         if self.text_columns and not 1 <= len(self.text_columns.split(",")) <= 2:
             raise UserError(f"--text-columns {self.text_columns}: expected one column name, "
                             f"or two separated by a comma")
-        if self.search_space and not self.search:
-            raise UserError(f"--search-space {self.search_space}: only with --search TRIALS")
+        check_search_flags(self)
         check_flags(self.strategy, self.cpu_replicas)
 
     def make_task(self, printer=print):

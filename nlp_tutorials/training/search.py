@@ -1,14 +1,15 @@
 """``finetune --search TRIALS``: the recipe chosen by trials before the run that counts.
 
 The BERT paper chose each task's learning rate, batch size and epochs from a small grid on dev.
-Here every trial trains on train less a tenth held out for the search (drawn once, from the
-run's seed) and is scored on that tenth, so dev keeps choosing the final run's epoch and test is
-scored once, by the final run alone. The space is a grid of declared choices; Optuna's grid
-sampler takes its settings in a seeded random order, none twice (a repeat would cost a whole
-trial), and its median pruner stops a trial whose held-out score after an epoch before its
-last is below the median of the trials before it at that epoch. Every trial goes to
-``search.json`` as it ends, so a search killed or stopped with Ctrl-C goes on from the trials it
-has when run again. The best trial's settings then fine-tune on the whole of train
+Here every trial trains on train less a share held out for the search (a tenth unless
+``--search-held-out`` says otherwise; drawn once, from the run's seed) and is scored on that
+share, so dev keeps choosing the final run's epoch and test is scored once, by the final run
+alone. The space is a grid of declared choices; Optuna's grid sampler takes its settings in a
+seeded random order, none twice (a repeat would cost a whole trial), and its median pruner
+stops a trial whose held-out score after an epoch before its last (from the first on, or from
+``--search-stop-from``) is below the median of the trials before it at that epoch. Every trial
+goes to ``search.json`` as it ends, so a search killed or stopped with Ctrl-C goes on from the
+trials it has when run again. The best trial's settings then fine-tune on the whole of train
 (:func:`nlp_tutorials.training.finetuning.finetune`).
 
 Why Optuna rather than KerasTuner: docs/tasks.md ("Searching the recipe").
@@ -25,16 +26,55 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
 from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.system.settings import non_negative_int, positive_int, setting, share
 from nlp_tutorials.training.distribute import check_batch_size
 
 SEARCH_FILE = "search.json"
-HELD_OUT_SHARE = 0.1  # of train, held out to score the trials
 # The BERT paper's grid (appendix A.3), searched when no --search-space is given.
 PAPER_GRID = {"learning_rate": [5e-5, 4e-5, 3e-5, 2e-5], "batch_size": [16, 32],
               "epochs": [2, 3, 4]}
 # What a search may choose, and the type of its values.
 SEARCHABLE = {"learning_rate": float, "batch_size": int, "epochs": int,
               "warmup_fraction": float, "weight_decay": float, "pooling": str}
+
+
+def search_settings() -> dict:
+    """``finetune``'s search fields, declared once: {field name: its setting}."""
+    paper_grid = "; ".join(f"{name.replace('_', ' ')} {', '.join(map(setting_text, values))}"
+                           for name, values in PAPER_GRID.items())
+    return {
+        "search": setting(0, "choose the recipe first by this many trials, each trained on train "
+                             "less a held-out part and scored on that part (never on dev or "
+                             "test); the best then trains on all of train. Needs Optuna: pip "
+                             "install 'nlp_tutorials[search]'", kind=non_negative_int,
+                          metavar="TRIALS", default_help="0: no search"),
+        "search_space": setting("", "with --search: a JSON object of the choices to try, "
+                                    "{{setting: [values]}}, among " + ", ".join(SEARCHABLE),
+                                metavar="FILE",
+                                default_help="the BERT paper's grid: " + paper_grid),
+        # 0.1 and 1: what the search tables of docs/tasks.md were measured with.
+        "search_held_out": setting(0.1, "with --search: the share of train held out to score "
+                                        "the trials", kind=share, metavar="SHARE"),
+        "search_stop_from": setting(1, "with --search: the first epoch after which a trial "
+                                       "scoring below the median of the trials before it at "
+                                       "that epoch is stopped", kind=positive_int,
+                                    metavar="EPOCH"),
+    }
+
+
+def search_defaults(config) -> dict:
+    """The search fields of ``config``'s class at their defaults: no search."""
+    return {field.name: field.default for field in dataclasses.fields(config)
+            if field.name.startswith("search")}
+
+
+def check_search_flags(config) -> None:
+    """The search's flags other than --search come only with it."""
+    if not config.search:
+        for name, default in search_defaults(config).items():
+            if getattr(config, name) != default:
+                raise UserError(f"--{name.replace('_', '-')} {getattr(config, name)}: only with "
+                                f"--search TRIALS")
 
 
 def import_optuna():
@@ -97,21 +137,25 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
     space = read_space(config.search_space)
     for batch_size in space.get("batch_size", ()):  # each must split across the replicas
         check_batch_size(batch_size, strategy)
-    log = SearchLog(Path(output_dir) / SEARCH_FILE, space, config.seed)
-    study = optuna.create_study(direction="maximize",
-                                sampler=optuna.samplers.GridSampler(space, seed=config.seed),
-                                pruner=optuna.pruners.MedianPruner(n_startup_trials=2))
+    log = SearchLog(Path(output_dir) / SEARCH_FILE, space, config.seed,
+                    config.search_held_out)
+    study = optuna.create_study(
+        direction="maximize", sampler=optuna.samplers.GridSampler(space, seed=config.seed),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=2,
+                                           n_warmup_steps=config.search_stop_from))
     distributions = {name: optuna.distributions.CategoricalDistribution(values)
                      for name, values in space.items()}
     for done in log.trials:
         study.add_trial(recorded_trial(optuna, done, distributions))
-    trial_task = held_out_task(task, HELD_OUT_SHARE, config.seed)
+    trial_task = held_out_task(task, config.search_held_out, config.seed)
     total = min(config.search, math.prod(len(values) for values in space.values()))
     printer(f"recipe search: {total} trials over {describe_space(space)}"
             + (f" (every setting of it: --search {config.search} asked for more)"
                if total < config.search else "")
             + f"; each scored on {len(trial_task.examples('dev')):,} train examples held out "
-              f"for it" + (f"; {len(log.trials)} done before" if log.trials else ""))
+              f"for it" + (f", none stopped before the end of epoch {config.search_stop_from}"
+                           if config.search_stop_from > 1 else "")
+            + (f"; {len(log.trials)} done before" if log.trials else ""))
 
     def objective(trial):
         settings = {name: trial.suggest_categorical(name, values)
@@ -135,7 +179,7 @@ def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once)
     """Fine-tune one trial's ``settings`` on the held-out split; its record for search.json."""
     scores, start = [], time.monotonic()
 
-    trial_config = dataclasses.replace(config, **settings, search=0, search_space="", seeds=1)
+    trial_config = dataclasses.replace(config, **settings, **search_defaults(config), seeds=1)
 
     def after_epoch(epoch, score):
         scores.append(float(score))
@@ -169,18 +213,19 @@ def recorded_trial(optuna, record: dict, distributions: dict):
 
 
 class SearchLog:
-    """``search.json``: the space, the seed and every trial so far, written whole after each
-    trial. One made with another space or seed is refused rather than mixed in."""
+    """``search.json``: the space, the seed, the held-out share and every trial so far,
+    written whole after each trial. One made with another of those three is refused rather than
+    mixed in."""
 
-    def __init__(self, path: Path, space: dict, seed: int):
+    def __init__(self, path: Path, space: dict, seed: int, held_out_share: float):
         self.path, self.head = path, {"space": space, "seed": seed,
-                                      "held_out_share": HELD_OUT_SHARE}
+                                      "held_out_share": held_out_share}
         self.trials = []
         if path.is_file():
             saved = read_json_object(path)
             if {key: saved.get(key) for key in self.head} != self.head:
-                raise UserError(f"{path} holds a search of another space or seed; remove it, "
-                                f"or choose another --output-dir")
+                raise UserError(f"{path} holds a search of another space, seed or held-out "
+                                f"share; remove it, or choose another --output-dir")
             self.trials = saved["trials"]
 
     def add(self, record: dict) -> None:
@@ -205,7 +250,8 @@ def chosen(config, log: SearchLog, printer) -> tuple:
     printer(f"chosen: {describe_settings(best['settings'])}; now on all of train")
     summary = {"settings": best["settings"], "held_out_score": best["score"],
                "trials": len(log.trials), "pruned": len(log.trials) - len(complete),
-               "seconds": round(sum(t["seconds"] for t in log.trials), 1)}
+               "seconds": round(sum(t["seconds"] for t in log.trials), 1),
+               "held_out_share": config.search_held_out, "stop_from": config.search_stop_from}
     return dataclasses.replace(config, **best["settings"]), summary
 
 

@@ -1,5 +1,6 @@
 """`finetune --search`: trials on a held-out part of train, search.json, pruning, resuming, and
 the best settings trained on all of train; checked with MRPC cut small on a tiny real BERT."""
+import dataclasses
 import json
 import shutil
 
@@ -168,6 +169,45 @@ def test_a_trial_at_its_last_epoch_counts_whatever_the_median(mrpc_folder, tmp_p
     # the median of those before it after its only epoch, where the rule would have stopped it.
     scores = [FIRST_EPOCH[rate] for rate in calls]
     assert any(scores[i] < np.median(scores[:i]) for i in range(2, len(scores)))
+
+
+def test_the_held_out_share_and_the_first_epoch_to_stop_after_are_the_flags(mrpc_folder,
+                                                                           tmp_path):
+    """--search-held-out 0.25 holds out a quarter of the 80 train pairs; --search-stop-from 2
+    leaves every trial its first epoch and stops below the median after the second."""
+    from nlp_tutorials.training.search import SEARCH_FILE, search_recipe
+
+    space = space_file(tmp_path, {"learning_rate": sorted(FIRST_EPOCH), "epochs": [3]})
+    config = search_config(mrpc_folder, tmp_path / "out", space, trials=5, search_held_out=0.25,
+                           search_stop_from=2)
+    task, held_out, printed = config.make_task(printer=None), [], []
+
+    def train_once(trial_config, trial_task, *args, after_epoch, **kwargs):
+        held_out.append(len(trial_task.examples("dev")))
+        assert trial_config.search == 0 and trial_config.search_held_out == 0.1  # no search
+        for epoch in range(1, trial_config.epochs + 1):
+            after_epoch(epoch, FIRST_EPOCH[trial_config.learning_rate] * epoch)
+
+    best, summary = search_recipe(config, task, None, train_once, tmp_path / "out",
+                                  printer=printed.append)
+    trials = json.loads((tmp_path / "out" / SEARCH_FILE).read_text())["trials"]
+    assert held_out == [20] * 5 and "each scored on 20 train examples" in printed[0]
+    assert printed[0].endswith("none stopped before the end of epoch 2")
+    stopped = [t for t in trials if t["state"] == "pruned"]
+    assert stopped and all(len(t["epoch_scores"]) == 2 for t in stopped)
+    assert (summary["held_out_share"], summary["stop_from"]) == (0.25, 2)
+    # A search.json of another share is not mixed in.
+    with pytest.raises(UserError, match="holds a search of another space, seed or held-out share"):
+        search_recipe(dataclasses.replace(config, search_held_out=0.2), task, None, train_once,
+                      tmp_path / "out", printer=printed.append)
+
+
+@pytest.mark.parametrize("flags", [{"search_held_out": 0.25}, {"search_stop_from": 2}])
+def test_the_search_flags_come_with_search_only(flags):
+    flag, value = next(iter(flags.items()))
+    with pytest.raises(UserError, match=f"^--{flag.replace('_', '-')} {value}: only with "
+                                        f"--search TRIALS$"):
+        FinetuneConfig(**flags)
 
 @pytest.mark.slow
 def test_search_keeps_every_trial_goes_on_after_ctrl_c_and_trains_the_best_on_all_of_train(
