@@ -150,7 +150,6 @@ def test_the_search_prunes_below_the_median_goes_on_after_ctrl_c_and_chooses_the
     assert printed[-1].startswith(f"chosen: learning_rate {best.learning_rate:g}, epochs 2")
 
 
-
 def test_a_trial_at_its_last_epoch_counts_whatever_the_median(mrpc_folder, tmp_path):
     """One-epoch trials: stopping one after its only epoch would save nothing and lose its
     score, so every trial completes and the best of all five is chosen."""
