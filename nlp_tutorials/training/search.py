@@ -40,8 +40,6 @@ SEARCHABLE = {"learning_rate": float, "batch_size": int, "epochs": int,
 
 def search_settings() -> dict:
     """``finetune``'s search fields, declared once: {field name: its setting}."""
-    paper_grid = "; ".join(f"{name.replace('_', ' ')} {', '.join(map(setting_text, values))}"
-                           for name, values in PAPER_GRID.items())
     return {
         "search": setting(0, "choose the recipe first by this many trials, each trained on train "
                              "less a held-out part and scored on that part (never on dev or "
@@ -51,7 +49,8 @@ def search_settings() -> dict:
         "search_space": setting("", "with --search: a JSON object of the choices to try, "
                                     "{{setting: [values]}}, among " + ", ".join(SEARCHABLE),
                                 metavar="FILE",
-                                default_help="the BERT paper's grid: " + paper_grid),
+                                default_help="the BERT paper's grid: "
+                                + describe_space(PAPER_GRID)),
         # 0.1 and 1: what the search tables of docs/tasks.md were measured with.
         "search_held_out": setting(0.1, "with --search: the share of train held out to score "
                                         "the trials", kind=share, metavar="SHARE"),
