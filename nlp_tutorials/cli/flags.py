@@ -12,7 +12,7 @@ gave (``given``) from the dataclass defaults.
 import argparse
 import dataclasses
 
-from nlp_tutorials.system.settings import FLAG, flag_choices, flag_help
+from nlp_tutorials.system.settings import FLAG, flag_choices, flag_help, flag_spelling
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -51,7 +51,7 @@ def flag_names(field) -> list:
     flag = field.metadata[FLAG]
     if flag.positional:
         return []
-    return [flag.spelling or "--" + field.name.replace("_", "-"), *flag.aliases]
+    return [flag_spelling(field), *flag.aliases]
 
 
 def value_options(field, default) -> dict:

@@ -13,6 +13,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import require_folder
 from nlp_tutorials.system.settings import (
     Settings,
+    flag_of,
     non_negative_int,
     positive_float,
     positive_int,
@@ -212,9 +213,8 @@ class HeadsSettings(Settings):
                             f"expected --prune SHARE as well")
         recipe = sorted(given & {"recover_learning_rate", "recover_batch_size"})
         if recipe and not self.recover_epochs:
-            flag = "--" + recipe[0].replace("_", "-")
-            raise UserError(f"{flag}: only with --recover-epochs; expected --recover-epochs N "
-                            f"as well")
+            raise UserError(f"{flag_of(self, recipe[0])}: only with --recover-epochs; expected "
+                            f"--recover-epochs N as well")
 
 
 @dataclasses.dataclass(kw_only=True)

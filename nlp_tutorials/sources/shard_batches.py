@@ -28,6 +28,7 @@ from nlp_tutorials.sources.source import (
     trimmed_batches,
 )
 from nlp_tutorials.system.errors import UserError, first_line
+from nlp_tutorials.system.settings import flag_of
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.text.tokenization import WordTokenizer, load_tokenizer
 
@@ -261,7 +262,7 @@ class ShardText(PretrainingText):
         refuse_vocab_size_without_wordpiece(settings)
         fixed = sorted({"tokenizer", "vocab_size", "tokenizer_sample_mb"} & settings.given)
         if fixed:
-            raise UserError(f"--{fixed[0].replace('_', '-')}: with --data the tokenizer is the "
+            raise UserError(f"{flag_of(settings, fixed[0])}: with --data the tokenizer is the "
                             f"one the shards were written with (set it at `prepare`)")
         settled = self.settle(settings)
         tokenizer = load_tokenizer(self.directory)

@@ -188,6 +188,19 @@ def field_rule(field) -> tuple:
     return field.metadata.get(RULE, (None, None))
 
 
+def flag_spelling(field) -> str:
+    """How the command line spells the flag of settings ``field``: ``"--batch-size"``, or the
+    spelling its Flag declares (``"--no-swap"``)."""
+    flag = field.metadata.get(FLAG)
+    return flag.spelling if flag and flag.spelling else "--" + field.name.replace("_", "-")
+
+
+def flag_of(settings, name: str) -> str:
+    """The flag of field ``name`` of a settings dataclass or instance, for messages."""
+    return flag_spelling(next(field for field in dataclasses.fields(settings)
+                              if field.name == name))
+
+
 def flag_help(flag: Flag) -> str:
     """The help text of ``flag`` now."""
     return flag.help() if callable(flag.help) else flag.help

@@ -28,6 +28,7 @@ import keras
 from nlp_tutorials.models import pretrained
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.settings import flag_of
 from nlp_tutorials.text.tokenization import load_tokenizer
 
 PRETRAINED_DIR = "pretrained"  # inside model_dir: the result, as finetune --init-from reads it
@@ -70,7 +71,7 @@ def checkpoint_run(config: TrainConfig, given: set, default_max_len):
 
 def refuse_contradicting_flags(config: TrainConfig, given: set, settled: dict) -> None:
     """UserError naming every given model flag whose value differs from the checkpoint's."""
-    wrong = [f"--{name.replace('_', '-')} {getattr(config, name)} (checkpoint: {value})"
+    wrong = [f"{flag_of(config, name)} {getattr(config, name)} (checkpoint: {value})"
              for name, value in settled.items()
              if name in given and getattr(config, name) != value]
     if wrong:

@@ -40,7 +40,7 @@ from nlp_tutorials.sources.source import PretrainingSource, PretrainingText, Tex
 from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
 from nlp_tutorials.system.outputs import Interrupted
-from nlp_tutorials.system.settings import read_saved_settings
+from nlp_tutorials.system.settings import flag_of, read_saved_settings
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.tokenization import load_tokenizer
 from nlp_tutorials.training import continued
@@ -154,7 +154,7 @@ def resumed_config(config: TrainConfig, given: set, model_dir: Path) -> TrainCon
         raise UserError(f"--resume: no checkpoint in {model_dir}; run train without --resume "
                         f"first")
     saved = read_saved_settings(TrainConfig, path)
-    mismatched = [f"--{name.replace('_', '-')} {getattr(config, name)} (saved: {saved[name]}"
+    mismatched = [f"{flag_of(config, name)} {getattr(config, name)} (saved: {saved[name]}"
                   + ("; a resumed run may grow longer, not shorter)" if name == "steps" else ")")
                   for name in TrainConfig.FROZEN
                   if name in given and name in saved and getattr(config, name) != saved[name]

@@ -26,7 +26,8 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
 from nlp_tutorials.system.outputs import Interrupted
-from nlp_tutorials.system.settings import non_negative_int, positive_int, setting, share
+from nlp_tutorials.system.settings import (flag_of, non_negative_int, positive_int, setting,
+                                           share)
 from nlp_tutorials.training.distribute import check_batch_size
 
 SEARCH_FILE = "search.json"
@@ -72,7 +73,7 @@ def check_search_flags(config) -> None:
     if not config.search:
         for name, default in search_defaults(config).items():
             if getattr(config, name) != default:
-                raise UserError(f"--{name.replace('_', '-')} {getattr(config, name)}: only with "
+                raise UserError(f"{flag_of(config, name)} {getattr(config, name)}: only with "
                                 f"--search TRIALS")
 
 

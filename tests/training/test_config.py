@@ -1,11 +1,12 @@
 """Run configs from command-line flags: one way for train, finetune and transformer train."""
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 
 from nlp_tutorials.cli import build_parser, build_transformer_parser, train_defaults
-from nlp_tutorials.system.settings import config_from_args
+from nlp_tutorials.system.settings import FLAG, config_from_args, flag_of
 from nlp_tutorials.training.config import DateTrainConfig, FinetuneConfig, TrainConfig
 from nlp_tutorials.system.errors import UserError
 
@@ -37,6 +38,16 @@ def test_finetune_and_date_configs_come_the_same_way():
     assert given == {"steps", "heads"}
     assert config == DateTrainConfig(steps=3, heads=2)
     assert config.model_config().model_type == "transformer"
+
+
+def test_messages_spell_each_flag_as_the_command_line_takes_it():
+    finetune = build_parser("bert")._subparsers._group_actions[0].choices["finetune"]
+    taken = set(finetune._option_string_actions)
+    flags = [field.name for field in dataclasses.fields(FinetuneConfig)
+             if FLAG in field.metadata and not field.metadata[FLAG].positional]
+    assert flags and all(flag_of(FinetuneConfig, name) in taken for name in flags)
+    assert flag_of(FinetuneConfig(), "swap_augment") == "--no-swap"  # its own spelling
+    assert flag_of(FinetuneConfig, "search_held_out") == "--search-held-out"
 
 
 @pytest.mark.parametrize("parse, config_class, expected", [
