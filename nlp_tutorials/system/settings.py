@@ -195,10 +195,19 @@ def flag_spelling(field) -> str:
     return flag.spelling if flag and flag.spelling else "--" + field.name.replace("_", "-")
 
 
+def field_named(settings, name: str):
+    """The field ``name`` of a settings dataclass or instance."""
+    return next(field for field in dataclasses.fields(settings) if field.name == name)
+
+
 def flag_of(settings, name: str) -> str:
     """The flag of field ``name`` of a settings dataclass or instance, for messages."""
-    return flag_spelling(next(field for field in dataclasses.fields(settings)
-                              if field.name == name))
+    return flag_spelling(field_named(settings, name))
+
+
+def default_of(settings, name: str):
+    """The class default of field ``name`` of a settings dataclass or instance."""
+    return field_named(settings, name).default
 
 
 def flag_help(flag: Flag) -> str:

@@ -14,6 +14,7 @@ from nlp_tutorials.system.files import require_folder
 from nlp_tutorials.system.settings import (
     Settings,
     checked,
+    default_of,
     non_negative_float,
     non_negative_int,
     positive_float,
@@ -203,7 +204,7 @@ class TrainConfig(Settings):
             raise UserError(f"--head-warmup-steps {self.head_warmup_steps}: only with "
                             f"--init-from (a model from scratch has no trained encoder to "
                             f"protect)")
-        if "head_learning_rate" in given or self.head_learning_rate != _default(
+        if "head_learning_rate" in given or self.head_learning_rate != default_of(
                 self, "head_learning_rate"):
             raise UserError(f"--head-learning-rate {self.head_learning_rate}: only with "
                             f"--init-from (it is the rate of the heads-only warm-up steps)")
@@ -422,11 +423,6 @@ class DateTrainConfig(Settings):
     def check(self, given: frozenset = frozenset()) -> None:
         """Refuse settings that cannot work together, in the words of the command's flags."""
         _check_heads(self.dim, self.heads)
-
-
-def _default(config, name: str):
-    """The class default of field ``name`` of ``config``."""
-    return next(field.default for field in dataclasses.fields(config) if field.name == name)
 
 
 def _check_heads(dim: int, heads: int) -> None:

@@ -26,8 +26,8 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_json_object, write_text_atomic
 from nlp_tutorials.system.outputs import Interrupted
-from nlp_tutorials.system.settings import (flag_of, non_negative_int, positive_int, setting,
-                                           share)
+from nlp_tutorials.system.settings import (default_of, flag_of, non_negative_int, positive_int,
+                                           setting, share)
 from nlp_tutorials.training.distribute import check_batch_size
 
 SEARCH_FILE = "search.json"
@@ -64,8 +64,7 @@ def search_settings() -> dict:
 
 def search_defaults(config) -> dict:
     """The search fields of ``config``'s class at their defaults: no search."""
-    return {field.name: field.default for field in dataclasses.fields(config)
-            if field.name.startswith("search")}
+    return {name: default_of(config, name) for name in search_settings()}
 
 
 def check_search_flags(config) -> None:
