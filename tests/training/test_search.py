@@ -201,6 +201,25 @@ def test_the_held_out_share_and_the_first_epoch_to_stop_after_are_the_flags(mrpc
                       tmp_path / "out", printer=printed.append)
 
 
+def test_a_larger_search_on_the_same_folder_adds_settings_not_tried_yet(mrpc_folder, tmp_path):
+    """--search 2, then --search 4 on its output: the second run keeps the first two trials and
+    runs two settings of the grid that neither of them had."""
+    from nlp_tutorials.training.search import SEARCH_FILE, search_recipe
+
+    space = space_file(tmp_path, {"learning_rate": sorted(FIRST_EPOCH), "epochs": [1]})
+    first_calls, more_calls = [], []
+    for trials, calls in ((2, first_calls), (4, more_calls)):
+        config = search_config(mrpc_folder, tmp_path / "out", space, trials=trials)
+        best, summary = search_recipe(config, config.make_task(printer=None), None,
+                                      scripted_training(calls), tmp_path / "out",
+                                      printer=lambda *_: None)
+    saved = json.loads((tmp_path / "out" / SEARCH_FILE).read_text())["trials"]
+    assert len(first_calls) == 2 and len(more_calls) == 2 and summary["trials"] == 4
+    assert [t["settings"]["learning_rate"] for t in saved] == first_calls + more_calls
+    assert len(set(first_calls + more_calls)) == 4  # none tried twice
+    assert best.learning_rate == max(first_calls + more_calls, key=FIRST_EPOCH.get)
+
+
 @pytest.mark.parametrize("flags", [{"search_held_out": 0.25}, {"search_stop_from": 2}])
 def test_the_search_flags_come_with_search_only(flags):
     flag, value = next(iter(flags.items()))
