@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import write_bytes_atomic
+from nlp_tutorials.system.files import open_regular, write_bytes_atomic
 from nlp_tutorials.system.safe_pickle import ADMITTED, Refused, load_data
 from nlp_tutorials.system.values import check_between, check_finite, number_array
 
@@ -155,13 +155,14 @@ def load_attention_pickle(path, model_name="bert") -> dict:
     file is missing.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as handle:
-            data = load_data(handle)
-    except FileNotFoundError:
+    if not path.exists():
         raise UserError(
-            f"{path}: no attention pickle; run `python -m nlp_tutorials.{model_name} export` first"
-        ) from None
+            f"{path}: no attention pickle; run `python -m nlp_tutorials.{model_name} export` first")
+    try:
+        with open_regular(path) as handle:
+            data = load_data(handle)
+    except UserError:  # not a regular file: one line already
+        raise
     except Refused as refused:
         raise UserError(f"{path}: refused to load {refused.what}: {ADMITTED}") from None
     except OSError as err:

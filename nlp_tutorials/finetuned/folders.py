@@ -14,7 +14,8 @@ import keras
 
 from nlp_tutorials.models import task_heads
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
+from nlp_tutorials.system.files import save_atomic, write_text_atomic
+from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.values import integer_field, refuse, required, text_field
 from nlp_tutorials.tasks import TASKS, get_task
 from nlp_tutorials.tasks.base import Task

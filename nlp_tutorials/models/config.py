@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.values import (
     check_integer,
     check_number,
@@ -31,6 +32,14 @@ ACTIVATIONS = ("gelu", "relu")
 SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
          "intermediate_size", "max_position_embeddings", "type_vocab_size")
 DROPOUTS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+# The most each size may claim: far beyond any BERT (BERT-large: 30,522 tokens, 1,024 wide,
+# 24 layers, 16 heads, 4,096 inner, 512 positions), yet small enough that a config.json
+# claiming more is refused before memory is taken for it.
+SIZE_LIMITS = {"vocab_size": 1_000_000, "hidden_size": 16_384, "num_hidden_layers": 512,
+               "num_attention_heads": 1_024, "intermediate_size": 65_536,
+               "max_position_embeddings": 65_536, "type_vocab_size": 1_024}
+# The most a config's weights may take in float32: 2 billion weights, 6 times BERT-large's.
+MAX_WEIGHT_BYTES = 8_000_000_000
 
 
 @dataclasses.dataclass
@@ -95,9 +104,11 @@ class ModelConfig:
         (an integer is never a boolean or a float here), out of range or not finite."""
         check_text(self.model_type, "model_type", source, MODEL_TYPES)
         for name in SIZES:
-            check_integer(getattr(self, name), name, source, minimum=1)
-        for name in ("target_vocab_size", "chunk_size_feed_forward"):  # 0: off
-            check_integer(getattr(self, name), name, source, minimum=0)
+            check_integer(getattr(self, name), name, source, 1, SIZE_LIMITS[name])
+        check_integer(self.target_vocab_size, "target_vocab_size", source, 0,  # 0: the source's
+                      SIZE_LIMITS["vocab_size"])
+        check_integer(self.chunk_size_feed_forward, "chunk_size_feed_forward", source,
+                      minimum=0)  # 0: off
         check_text(self.hidden_act, "hidden_act", source, ACTIVATIONS)
         for name in DROPOUTS:  # a rate of 1 would drop everything
             check_number(getattr(self, name), name, source, 0, 1, high_open=True)
@@ -114,6 +125,20 @@ class ModelConfig:
                 f"num_attention_heads {self.num_attention_heads}; expected a multiple")
         if self.pruned_heads and self.model_type == "transformer":
             raise UserError(f"{source}: pruned_heads: only GPT and BERT can prune heads")
+        if 4 * self.weight_count() > MAX_WEIGHT_BYTES:
+            raise UserError(f"{source}: its sizes make about {self.weight_count():,} weights; "
+                            f"expected at most {MAX_WEIGHT_BYTES // 4:,} "
+                            f"({MAX_WEIGHT_BYTES // 10**9} GB in float32)")
+
+    def weight_count(self) -> int:
+        """About how many weights a model of these sizes holds: embedding tables and each
+        layer's attention and feed-forward matrices (a decoder's too, for the Transformer),
+        biases and LayerNorms left out."""
+        width, inner, layers = self.hidden_size, self.intermediate_size, self.num_hidden_layers
+        tables = self.vocab_size + self.target_vocab_size + self.max_position_embeddings \
+            + self.type_vocab_size
+        stacks = 2 if self.model_type == "transformer" else 1
+        return tables * width + stacks * layers * (4 * width * width + 2 * width * inner)
 
     @property
     def head_size(self) -> int:
@@ -171,7 +196,9 @@ def _pruned_heads(value, layers: int, heads: int, source: str = "config") -> dic
                         f"{{layer: [head, ...]}}")
     pruned = {}
     for key, chosen in value.items():
-        layer = int(key) if isinstance(key, str) and key.isdecimal() else key
+        # A layer number written as JSON writes keys; more digits than any layer has are kept
+        # as text (refused below), not converted at a cost that grows with their length.
+        layer = int(key) if isinstance(key, str) and key.isdecimal() and len(key) < 10 else key
         if not (is_integer(layer) and isinstance(chosen, (list, tuple))
                 and all(is_integer(head) for head in chosen)):
             raise UserError(f"{source}: pruned_heads {shown(key)}: {shown(chosen)}: expected a "

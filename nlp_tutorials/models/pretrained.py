@@ -101,10 +101,15 @@ HF, GOOGLE = "HuggingFace", "Google"
 
 def backbone_rows(num_layers: int) -> list[tuple[str, str, str]]:
     """The table's rows for embeddings, every encoder layer and the pooler."""
-    layers = [(f"encoder/layer_{i}/{ours}", f"bert.encoder.layer.{i}.{hf}",
-               f"bert/encoder/layer_{i}/{google}")
-              for i in range(num_layers) for ours, hf, google in LAYER]
-    return [*EMBEDDINGS, *layers, *POOLER]
+    return [*EMBEDDINGS, *(layer_row(i, row) for i in range(num_layers) for row in LAYER),
+            *POOLER]
+
+
+def layer_row(layer: int, row: tuple) -> tuple[str, str, str]:
+    """A LAYER row's names for encoder layer ``layer``."""
+    ours, hf, google = row
+    return (f"encoder/layer_{layer}/{ours}", f"bert.encoder.layer.{layer}.{hf}",
+            f"bert/encoder/layer_{layer}/{google}")
 
 
 def is_transposed(fmt: str, ours: str, stored: str) -> bool:
@@ -234,6 +239,7 @@ def read_weights(path, config: BertConfig, printer=print) -> list[StoredWeight]:
     """
     fmt, tensors = read_checkpoint(Path(path))
     column = 1 if fmt == HF else 2
+    check_sizes(path, config, column, tensors)
     rows = backbone_rows(config.num_hidden_layers)
     if {row[column] for row in HEADS} & tensors.keys():
         rows += HEADS
@@ -245,6 +251,23 @@ def read_weights(path, config: BertConfig, printer=print) -> list[StoredWeight]:
                             is_transposed(fmt, row[0], row[column])) for row in rows]
     check_values(path, weights)
     return weights
+
+
+def check_sizes(path, config: BertConfig, column: int, tensors: dict) -> None:
+    """UserError where the config claims far more than the weights hold: more layers, or
+    sizes that make more than twice the weights stored. Checked before a name is listed or a
+    weight built, so a config.json claiming millions of layers or positions takes no memory;
+    a smaller difference is a shape :func:`assign_weights` names, tensor by tensor."""
+    stored_layers = 0
+    while layer_row(stored_layers, LAYER[-1])[column] in tensors:
+        stored_layers += 1
+    if config.num_hidden_layers > stored_layers:
+        raise UserError(f"{path}: the config's num_hidden_layers is {config.num_hidden_layers}, "
+                        f"but the weights are those of {stored_layers} layers")
+    stored = sum(tensor.size for tensor in tensors.values())
+    if config.weight_count() > 2 * stored:
+        raise UserError(f"{path}: the config's sizes make about {config.weight_count():,} "
+                        f"weights, but the checkpoint holds {stored:,}")
 
 
 def check_names(path, expected: set, stored) -> None:

@@ -27,7 +27,8 @@ import numpy as np
 from nlp_tutorials.sources.corpus import MIN_MAX_LEN, CorpusCounts, CorpusData
 from nlp_tutorials.sources.records import RecordError, example_features, read_first_record
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, remove_dead_temporaries, write_text_atomic
+from nlp_tutorials.system.files import remove_dead_temporaries, write_text_atomic
+from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.values import (
     check_integer,
     check_text,

@@ -8,10 +8,10 @@ temporary file. One killed outright (``kill -9``, a power cut) leaves it behind,
 with the killed process' id: the next write of the same target removes it, once no process of
 that id runs (:func:`remove_dead_temporaries`), and says so in one line.
 """
-import json
 import os
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -102,40 +102,42 @@ def numbered_lines(path):
                             f"(byte {line[err.start]:#04x} at column {err.start + 1})") from None
 
 
-def json_lines(path):
-    """(line number, value) of each line of a JSON-lines file that is not blank; a line that
-    is not JSON is a UserError naming the file, the line and the column."""
-    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}:{number}: not valid JSON ({err.msg} at column "
-                            f"{err.colno})") from None
-
-
 def _read_bytes(path) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
+    with open_regular(path) as handle:
+        try:
+            return handle.read()
+        except OSError as err:
+            raise UserError(f"{path}: cannot read ({err.strerror})") from None
 
 
-def read_json_object(path) -> dict:
-    """The JSON object in ``path``; a UserError naming the file if it is unreadable or not one.
+# What a path is when it is not a regular file, by the test of the stat module.
+NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"),
+               (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+               (stat.S_ISSOCK, "a socket"))
 
-    JSON is parsed as data only. A ValueError also covers integers too long to convert and bad
-    UTF-8; a RecursionError, arrays nested thousands deep: one line each, like any bad file.
+
+def open_regular(path):
+    """``path`` opened for reading bytes, if it is a regular file (or a link to one).
+
+    A folder, named pipe, device or socket is a UserError before any byte is read: reading a
+    pipe waits for a writer that may never come, and a device such as ``/dev/zero`` never ends.
+    The file is opened without waiting (``O_NONBLOCK``) and then checked, so nothing can swap
+    it for a pipe between the check and the read.
     """
     try:
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as err:
-        reason = str(err)[:200] or type(err).__name__
-        raise UserError(f"{path}: not a readable JSON file ({reason})") from None
-    if not isinstance(values, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    return values
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise UserError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        for test, kind in NOT_REGULAR:
+            if test(mode):
+                raise UserError(f"{path}: {kind}; expected a file")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def require_folder(path, flag: str, holding: str = "") -> None:

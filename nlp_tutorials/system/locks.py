@@ -26,6 +26,7 @@ from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import note, process_alive
+from nlp_tutorials.system.json_files import parse_json
 
 LOCK_NAME = ".lock"
 # A lock file is written the instant it is created; one still empty after this long was left
@@ -117,7 +118,7 @@ def parse_lock(text: str) -> dict:
     """The holder a lock file names: {"pid", "host", "folder"}; an unreadable file names no one
     (pid 0)."""
     try:
-        holder = json.loads(text)
+        holder = parse_json(text, "lock file")
         return {"pid": int(holder["pid"]), "host": str(holder["host"]),
                 "folder": list(holder["folder"])}
     except (ValueError, TypeError, KeyError):

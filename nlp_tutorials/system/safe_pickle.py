@@ -25,7 +25,9 @@ stream is read, and any stand-in left over. What it returns may still be any sha
 caller checks the layout.
 This module never imports TensorFlow.
 """
+import io
 import pickle
+import pickletools
 import re
 
 import numpy as np
@@ -57,10 +59,32 @@ def load_data(handle):
     Raises :class:`Refused` for anything :data:`GLOBALS` does not admit or any other type
     left in the result (pickle's opcodes alone also make sets and bytes), and pickle's own
     exceptions (``UnpicklingError``, ``EOFError``, ``ValueError``...) for a damaged file.
+
+    Every size the stream claims is checked before anything is built (:func:`_check_sizes`).
     """
-    data = _DataUnpickler(handle).load()
+    stream = io.BytesIO(handle.read())
+    _check_sizes(stream)
+    stream.seek(0)
+    data = _DataUnpickler(stream).load()
     _check_types(data)
     return data
+
+
+PUT_OPCODES = ("PUT", "BINPUT", "LONG_BINPUT")
+
+
+def _check_sizes(stream) -> None:
+    """Raise ValueError for a length (of text, bytes, a number) that runs past the end of the
+    stream, or a memo index beyond the opcodes read so far.
+
+    Pickle itself allocates what a length claims before reading it, and grows its memo to the
+    index a PUT names: one damaged byte could ask for terabytes. A pickler numbers its memo
+    entries 0, 1, 2, ..., one per opcode at most; ``pickletools.genops`` reads each argument
+    from the stream as it is, so a length past the end shows as a short read.
+    """
+    for count, (opcode, argument, _) in enumerate(pickletools.genops(stream)):
+        if opcode.name in PUT_OPCODES and int(argument) > count:
+            raise ValueError(f"memo index {argument} beyond the {count} opcodes read")
 
 
 # The types an attention pickle's data may hold once loaded (arrays as _CheckedArray).

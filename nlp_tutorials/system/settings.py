@@ -15,7 +15,7 @@ import math
 from typing import Callable
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object
+from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.values import is_integer, is_number, refuse, shown
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import json_lines, read_utf8
+from nlp_tutorials.system.files import read_utf8
+from nlp_tutorials.system.json_files import json_lines
 from nlp_tutorials.tasks.base import Task, example_lines
 from nlp_tutorials.tasks.shapes import CHOICE, ClassPrediction, softmax
 from nlp_tutorials.tasks.metrics import accuracy

@@ -2,11 +2,11 @@
 breaks the format is one line naming the file and the record at fault. The task that encodes,
 decodes and scores them is :mod:`nlp_tutorials.tasks.squad`.
 """
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.json_files import read_json
 
 
 @dataclass(frozen=True)
@@ -48,17 +48,7 @@ def _field(path, where, record, key, kind, expected):
 
 def load_squad_json(path) -> list:
     """The ``data`` list of a SQuAD file (its articles), after checking it parses."""
-    path = Path(path)
-    try:
-        document = json.loads(path.read_bytes())
-    except OSError as err:
-        raise UserError(f"{path}: cannot read ({err.strerror})") from None
-    except UnicodeDecodeError as err:
-        raise UserError(f"{path}: not valid UTF-8 (byte {err.start}); expected a SQuAD JSON "
-                        "file") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: not valid JSON ({err.msg} at line {err.lineno} column "
-                        f"{err.colno}); expected a SQuAD JSON file") from None
+    document = read_json(path, expected="a SQuAD JSON file")
     return _field(path, "top level", document, "data", list, "a list of articles")
 
 

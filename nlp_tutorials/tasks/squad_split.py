@@ -20,6 +20,7 @@ from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.json_files import read_json
 from nlp_tutorials.tasks.base import counted
 from nlp_tutorials.tasks.squad_files import load_squad_json, read_squad_file, squad_version
 
@@ -73,7 +74,7 @@ def write_split(path, train_articles: int, output_dir, printer=print,
     other top-level fields (its ``version``); each is written whole or not at all. Returns
     their paths."""
     questions = read_squad_file(path)  # checked whole first: a bad question stops it here
-    document = json.loads(Path(path).read_bytes())
+    document = read_json(path)
     per_article = [0] * len(document["data"])
     for question in questions:
         per_article[question.article] += 1

@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import json_lines, read_utf8
+from nlp_tutorials.system.files import read_utf8
+from nlp_tutorials.system.json_files import json_lines
 from nlp_tutorials.tasks.glue import SentenceTask, TextExample
 
 # The file formats, by the suffix that names each.

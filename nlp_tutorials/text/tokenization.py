@@ -18,7 +18,8 @@ import numpy as np
 import tokenizers
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.values import check_integer
 from nlp_tutorials.text.wordpiece_vocab import learn_wordpiece_vocab
 

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError, first_line
+from nlp_tutorials.system.json_files import parse_json
 from nlp_tutorials.system.settings import positive_int, setting
 from nlp_tutorials.system.values import is_integer
 
@@ -78,13 +79,9 @@ def parse_tf_config(text: str | None = None) -> dict:
         raise UserError(f"--strategy multiworker needs the TF_CONFIG environment variable, "
                         f"e.g. TF_CONFIG='{TF_CONFIG_EXAMPLE}'")
     try:
-        config = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"TF_CONFIG is not valid JSON ({err.msg} at character {err.pos}); "
-                        f"expected e.g. {TF_CONFIG_EXAMPLE}") from None
-    except (ValueError, RecursionError) as err:  # a number too long, nesting too deep
-        raise UserError(f"TF_CONFIG is not usable JSON ({str(err)[:100]}); "
-                        f"expected e.g. {TF_CONFIG_EXAMPLE}") from None
+        config = parse_json(text, "TF_CONFIG")
+    except UserError as err:
+        raise UserError(f"{err}; expected e.g. {TF_CONFIG_EXAMPLE}") from None
     cluster = config.get("cluster") if isinstance(config, dict) else None
     task = config.get("task") if isinstance(config, dict) else None
     if not isinstance(cluster, dict) or not isinstance(task, dict):

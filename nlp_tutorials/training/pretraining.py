@@ -38,7 +38,8 @@ from nlp_tutorials.sources.mrpc import MrpcText
 from nlp_tutorials.sources.shard_batches import ShardText
 from nlp_tutorials.sources.source import PretrainingSource, PretrainingText, TextSettings
 from nlp_tutorials.system.errors import UserError, first_line
-from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.outputs import Interrupted
 from nlp_tutorials.system.settings import flag_of, read_saved_settings
 from nlp_tutorials.tasks.mrpc import load_mrpc

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.json_files import read_json, read_json_object
 from nlp_tutorials.system.outputs import Interrupted
 from nlp_tutorials.system.settings import (default_of, flag_of, non_negative_int, positive_int,
                                            setting, share)
@@ -93,12 +94,12 @@ def read_space(path: str) -> dict:
     if not path:
         return dict(PAPER_GRID)
     where = f"--search-space {path}"
+    if not Path(path).exists():
+        raise UserError(f"{where}: no such file")
     try:
-        space = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{where}: no such file") from None
-    except (OSError, ValueError, RecursionError) as err:  # ValueError: bad JSON or UTF-8
-        raise UserError(f"{where}: not a JSON file ({err})") from None
+        space = read_json(path)
+    except UserError as err:
+        raise UserError(f"--search-space {err}") from None
     if not isinstance(space, dict) or not space:
         raise UserError(f"{where}: expected a JSON object {{setting: [values]}}, not empty")
     for name, values in space.items():

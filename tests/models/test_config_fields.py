@@ -39,13 +39,18 @@ def refusal(call, *args) -> str:
                                            "finite number in [0, 1)"),
     ("hidden_dropout_prob", float("nan"), "hidden_dropout_prob is NaN; expected a finite"),
     ("hidden_dropout_prob", "0.1", 'hidden_dropout_prob is "0.1"; expected a finite number'),
-    ("hidden_size", "32", 'hidden_size is "32"; expected a positive integer'),
-    ("num_hidden_layers", True, "num_hidden_layers is true; expected a positive integer"),
-    ("num_attention_heads", 4.0, "num_attention_heads is 4.0; expected a positive integer"),
-    ("vocab_size", 0, "vocab_size is 0; expected a positive integer"),
-    ("max_position_embeddings", None, "max_position_embeddings is null; expected a positive"),
-    ("intermediate_size", float("inf"), "intermediate_size is Infinity; expected a positive"),
-    ("type_vocab_size", -2, "type_vocab_size is -2; expected a positive integer"),
+    ("hidden_size", "32", 'hidden_size is "32"; expected an integer from 1 to 16384'),
+    ("num_hidden_layers", True, "num_hidden_layers is true; expected an integer from 1 to"),
+    ("num_attention_heads", 4.0, "num_attention_heads is 4.0; expected an integer from 1"),
+    ("vocab_size", 0, "vocab_size is 0; expected an integer from 1 to 1000000"),
+    ("max_position_embeddings", None, "max_position_embeddings is null; expected an integer"),
+    ("intermediate_size", float("inf"), "intermediate_size is Infinity; expected an integer"),
+    ("type_vocab_size", -2, "type_vocab_size is -2; expected an integer from 1 to 1024"),
+    # Sizes no BERT has are refused before any memory is taken for them.
+    ("num_hidden_layers", 100_000_000, "num_hidden_layers is 100000000; expected an integer "
+                                       "from 1 to 512"),
+    ("max_position_embeddings", 10**9, "max_position_embeddings is 1000000000; expected an "
+                                       "integer from 1 to 65536"),
     ("layer_norm_eps", float("inf"), "layer_norm_eps is Infinity; expected a finite number > 0"),
     ("layer_norm_eps", 0, "layer_norm_eps is 0; expected a finite number > 0"),
     ("initializer_range", -0.02, "initializer_range is -0.02; expected a finite number > 0"),
@@ -57,12 +62,22 @@ def refusal(call, *args) -> str:
                                    'list of head numbers'),
     ("pruned_heads", {"0": [True]}, "expected a layer number and a list of head numbers"),
     ("pruned_heads", {"5": [0]}, "pruned_heads: layer 5 does not exist; expected 0 to 1"),
+    ("pruned_heads", {"9" * 5000: [0]}, 'pruned_heads "99999999999999999999999999999999999999'),
     ("model_type", "gpt", "model_type is 'gpt'; expected 'bert'"),
 ])
 def test_each_bad_field_is_named_with_its_file(tmp_path, field, value, expected):
     folder = folder_with(tmp_path, **{field: value})
     message = refusal(BertConfig.from_json_file, folder / "config.json")
     assert message.startswith(f"{folder / 'config.json'}: ") and expected in message, message
+
+
+def test_sizes_that_make_too_many_weights_are_refused_before_any_are_made():
+    # By hand: tables (30,522 + 512 + 2) x 16,384 = 508,493,824; a layer 4 x 16,384^2 +
+    # 2 x 16,384 x 65,536 = 3,221,225,472, x 12 = 38,654,705,664; 39,163,199,488 in all.
+    with pytest.raises(UserError, match=r"^config: its sizes make about 39,163,199,488 weights; "
+                                         r"expected at most 2,000,000,000 \(8 GB in float32\)$"):
+        BertConfig(vocab_size=30522, hidden_size=16384, num_hidden_layers=12,
+                   num_attention_heads=16, intermediate_size=65536)
 
 
 def test_a_good_config_still_reads(tmp_path):

@@ -223,6 +223,18 @@ def test_wrong_shapes_name_the_tensors(tmp_path):
                           "(expected [37, 32])")
 
 
+def test_a_config_claiming_more_than_the_weights_hold_is_refused_before_building(tmp_path):
+    folder = copy_of(TINY_HF, tmp_path)
+    edit_config(folder, num_hidden_layers=400)
+    assert_one_line_error(folder, f"{folder}: the config's num_hidden_layers is 400, but the "
+                                  f"weights are those of 2 layers")
+    # 60,000 x 32 position weights alone, against 21,296 weights stored in all
+    edit_config(folder, num_hidden_layers=2, max_position_embeddings=60_000)
+    stored = sum(tensor.size for tensor in load_file(folder / "model.safetensors").values())
+    assert_one_line_error(folder, f"{folder}: the config's sizes make about 1,9",
+                          f"weights, but the checkpoint holds {stored:,}")
+
+
 def test_google_checkpoint_missing_a_weight(tmp_path):
     folder = copy_of(TINY_GOOGLE, tmp_path)
     reader = tf.train.load_checkpoint(str(TINY_GOOGLE / "bert_model.ckpt"))

@@ -2,7 +2,8 @@
 import pytest
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, save_atomic, write_text_atomic
+from nlp_tutorials.system.files import save_atomic, write_text_atomic
+from nlp_tutorials.system.json_files import read_json_object
 
 
 def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
@@ -14,11 +15,14 @@ def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('{"x": ', "not a readable JSON file"),
-    ("[1, 2]", "expected a JSON object"),
-    (b"\xff\xfe{}", "not a readable JSON file"),
-    ('{"vocab_size": ' + "9" * 5000 + "}", "not a readable JSON file"),  # int too long to convert
-    ('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a readable JSON file"),  # too deep
+    ('{"x": ', ":1: not valid JSON (Expecting value at column 7)"),
+    ("[1, 2]", ": expected a JSON object, found an array"),
+    (b"\xff\xfe{}", ":1: not valid UTF-8 (byte 0xff)"),
+    ('{"a": 1,\n"vocab_size": ' + "9" * 5000 + "}", ":2: an integer of 5000 digits"),
+    ('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}", ":1: nested deeper than 64 levels"),
+    ('{"x":\n' + "[" * 65 + "]" * 65 + "}", ":2: nested deeper than 64 levels"),
+    ('{"x": "ok \\ud83d\\ude00",\n "y": "\\ud800"}', ":2: a lone surrogate \\ud800"),
+    ('{"x": "\\udc00"}', ":1: a lone surrogate \\udc00"),
 ])
 def test_bad_json_names_the_file_in_one_line(tmp_path, text, expected):
     path = tmp_path / "train_config.json"
@@ -29,7 +33,7 @@ def test_bad_json_names_the_file_in_one_line(tmp_path, text, expected):
     with pytest.raises(UserError) as error:
         read_json_object(path)
     message = str(error.value)
-    assert message.startswith(f"{path}: {expected}") and "\n" not in message
+    assert message.startswith(f"{path}{expected}") and "\n" not in message
 
 
 def test_save_atomic_gives_the_writer_the_same_suffixes_and_renames(tmp_path):

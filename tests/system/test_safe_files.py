@@ -442,7 +442,7 @@ def test_keras_save_killed_for_real_keeps_the_previous_model(tmp_path):
 def test_tf_config_too_long_or_too_deep_is_one_line(text):
     from nlp_tutorials.training.distribute import parse_tf_config
 
-    with pytest.raises(UserError, match="TF_CONFIG is not usable JSON") as info:
+    with pytest.raises(UserError, match=r"^TF_CONFIG:1: (an integer of 5000 digits|nested deeper than 64 levels)") as info:
         parse_tf_config(text)
     assert "\n" not in str(info.value)
 

@@ -74,8 +74,8 @@ def test_bad_files_are_one_line_naming_the_file_and_the_question(tmp_path):
         task.read_file(off)
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [')
-    with pytest.raises(UserError, match=r"broken.json: not valid JSON \(Expecting value at "
-                                        r"line 1 column 11\); expected a SQuAD JSON file"):
+    with pytest.raises(UserError, match=r"broken.json:1: not valid JSON \(Expecting value at "
+                                        r"column 11\); expected a SQuAD JSON file"):
         task.read_file(broken)
     broken.write_text('{"data": [{"paragraphs": [{"context": "x", "qas": {}}]}]}')
     with pytest.raises(UserError, match=r"broken.json: data\[0\].paragraphs\[0\]: expected "

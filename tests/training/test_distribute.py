@@ -207,7 +207,7 @@ def test_tf_config_is_checked():
     assert parse_tf_config(json.dumps(good)) == good
     for text, expected in [
         ("", "--strategy multiworker needs the TF_CONFIG environment variable"),
-        ('{"cluster": ', "TF_CONFIG is not valid JSON"),
+        ('{"cluster": ', "TF_CONFIG:1: not valid JSON (Expecting value at column 13)"),
         ('{"cluster": {"worker": ["a:1"]}}', 'TF_CONFIG needs a "cluster" object and a "task"'),
         ('{"cluster": {"worker": "a:1"}, "task": {"type": "worker", "index": 0}}',
          "TF_CONFIG cluster 'worker': expected a list of \"host:port\" addresses"),
@@ -233,7 +233,7 @@ def test_tf_config_is_checked():
      "--cpu-replicas: expected a positive integer, got 0"),
     (["train", "--strategy", "multiworker"], None, "needs the TF_CONFIG environment variable"),
     (["finetune", "--strategy", "multiworker"], '{"cluster": [',
-     "TF_CONFIG is not valid JSON"),
+     "TF_CONFIG:1: not valid JSON"),
     (["train", "--precision", "float8"], None, "invalid choice: 'float8'"),
 ])
 def test_bad_distribute_flags_fail_in_one_line_without_tensorflow(argv, tf_config, expected):

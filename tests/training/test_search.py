@@ -50,12 +50,12 @@ def test_the_default_space_is_the_papers_grid():
     ('{"epochs": []}', "epochs: expected a non-empty list of int values, got []"),
     ('{"batch_size": [16, 2.5]}', "batch_size: expected a non-empty list of int values"),
     ('{"pooling": ["cls", 1]}', "pooling: expected a non-empty list of str values"),
-    ("{oops", "not a JSON file"),
+    ("{oops", ":1: not valid JSON (Expecting property name"),
 ])
 def test_a_bad_space_file_is_one_line_naming_it(tmp_path, text, message):
     path = tmp_path / "space.json"
     path.write_text(text)
-    with pytest.raises(UserError, match=f"^--search-space {path}: .*") as raised:
+    with pytest.raises(UserError, match=f"^--search-space {path}:") as raised:
         read_space(str(path))
     assert message in str(raised.value)
     assert read_space(space_file(tmp_path, {"learning_rate": [1e-3, 5], "pooling": ["mean"]}))

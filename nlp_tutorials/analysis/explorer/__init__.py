@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import read_json_object, write_text_atomic
+from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.values import check_between, check_finite, number_array, required
 from nlp_tutorials.analysis.visual import AXES, PAD, _check_index
 
