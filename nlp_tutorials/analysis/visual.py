@@ -39,7 +39,7 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import open_regular, write_bytes_atomic
 from nlp_tutorials.system.safe_pickle import ADMITTED, Refused, load_data
-from nlp_tutorials.system.values import check_between, check_finite, number_array
+from nlp_tutorials.system.values import check_between, check_finite, number_array, shown
 
 PAD = "[PAD]"
 # Attention entries each model has, and which token lists label their (query, key) axes.
@@ -281,8 +281,8 @@ def _validate(data, path) -> dict:
         raise UserError(f"{path}: expected a dict with 'model', 'src' and 'attentions', "
                         f"got {type(data).__name__}")
     model = data.get("model")
-    if model not in ENTRIES:
-        raise UserError(f"{path}: 'model' is {model!r}; expected one of {', '.join(ENTRIES)}")
+    if not isinstance(model, str) or model not in ENTRIES:
+        raise UserError(f"{path}: 'model' is {shown(model)}; expected one of {', '.join(ENTRIES)}")
     checked = {"model": model}
     for key in sorted({axis for entry in ENTRIES[model] for axis in AXES[entry]}):  # src, tgt
         checked[key] = _check_tokens(data.get(key), key, path)
@@ -292,7 +292,8 @@ def _validate(data, path) -> dict:
 
     attentions = data.get("attentions")
     if not isinstance(attentions, dict) or set(attentions) != set(ENTRIES[model]):
-        found = sorted(attentions) if isinstance(attentions, dict) else type(attentions).__name__
+        found = sorted(attentions, key=repr) if isinstance(attentions, dict) \
+            else type(attentions).__name__
         raise UserError(f"{path}: 'attentions' holds {found}; a {model} pickle expects a dict "
                         f"with exactly {', '.join(ENTRIES[model])}")
     checked["attentions"] = {}

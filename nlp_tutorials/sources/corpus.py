@@ -23,6 +23,7 @@ import dataclasses
 import glob
 import itertools
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +32,15 @@ from nlp_tutorials.sources.source import PretrainingText, TextSettings
 from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.files import open_regular
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.text.tokenization import pad_ragged
 
 DEFAULT_MAX_LEN = 128  # google-research/bert's max_seq_length for most of pre-training
 MIN_MAX_LEN = 8  # room for two segments and three special tokens
 SHORT_SEQUENCE_PROB = 0.1
+READ_BYTES = 1 << 20  # read a megabyte at a time
+LINE_END = re.compile(rb"\r\n|\r|\n")
 DOCUMENT_BUFFER = 1000
 DOCUMENT_PIECE_LINES = 1000
 PAIR_SHUFFLE_BUFFER = 10_000
@@ -65,20 +69,37 @@ def read_lines(path: Path):
     """Yield (line number, text without surrounding whitespace) for each line of ``path``.
 
     Lines are read one at a time as bytes and decoded alone, so a bad byte is reported with its
-    file and line, and no more than one line is ever in memory.
+    file and line, and no more than one line is ever in memory. A line ends with ``\n``,
+    ``\r\n`` or a lone ``\r`` (old Mac files), as Python's own text files read them.
     """
     try:
-        with open(path, "rb") as handle:
-            for number, raw in enumerate(handle, start=1):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise UserError(f"{path}:{number}: not valid UTF-8 (byte "
-                                    f"{raw[err.start]:#04x} at column {err.start + 1}); "
-                                    f"expected UTF-8 text") from None
-                yield number, text.removeprefix("\ufeff").strip()
+        with open_regular(path) as handle:
+            for number, raw in enumerate(_raw_lines(handle), start=1):
+                yield number, _decoded(raw, path, number).removeprefix("\ufeff").strip()
     except OSError as err:
         raise UserError(f"{path}: cannot read ({err.strerror})") from None
+
+
+def _raw_lines(handle):
+    """The bytes of each line of the binary file ``handle``, without its line end."""
+    rest = b""
+    for block in iter(lambda: handle.read(READ_BYTES), b""):
+        text = rest + block
+        whole = len(text) - text.endswith(b"\r")  # a last \r may be half of a \r\n
+        *lines, rest = LINE_END.split(text[:whole])
+        rest += text[whole:]
+        yield from lines
+    if rest:
+        lines = LINE_END.split(rest)
+        yield from lines[:-1] if lines[-1] == b"" else lines
+
+
+def _decoded(line: bytes, path, number: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}:{number}: not valid UTF-8 (byte {line[err.start]:#04x} at "
+                        f"column {err.start + 1}); expected UTF-8 text") from None
 
 
 @dataclasses.dataclass

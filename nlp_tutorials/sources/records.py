@@ -22,7 +22,10 @@ entry ``{1: name, 2: Feature}``; ``Feature`` is one of ``{1: BytesList, 2: Float
 3: Int64List}``; an ``Int64List`` is ``{1: value}``, the values packed into one field or one
 field each. Fields this reader does not know are skipped, as protocol buffers require.
 """
+import os
 import struct
+
+from nlp_tutorials.system.files import open_regular
 
 LENGTH_BYTES, CHECK_BYTES = 8, 4
 CRC32C_POLYNOMIAL = 0x82F63B78  # Castagnoli's, bit-reversed
@@ -59,7 +62,7 @@ def masked_crc32c(data: bytes) -> int:
 def read_first_record(path) -> bytes | None:
     """The data of the first record of the TFRecord file ``path``, both checks verified; None
     for an empty file. Raises :class:`RecordError` when the bytes are not a whole record."""
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         header = handle.read(LENGTH_BYTES + CHECK_BYTES)
         if not header:
             return None
@@ -70,11 +73,13 @@ def read_first_record(path) -> bytes | None:
         if check != masked_crc32c(header[:LENGTH_BYTES]):
             raise RecordError("not a TFRecord file (the first record's length fails its CRC "
                               "check)")
-        data = handle.read(length)  # a length beyond the file reads what there is
+        # The length is checked against the file before it is read: reading asks for the
+        # memory first, and a damaged length may claim terabytes.
+        if length + CHECK_BYTES > os.fstat(handle.fileno()).st_size - len(header):
+            raise RecordError(f"not a whole TFRecord file (it ends inside the first record, "
+                              f"{length} bytes long)")
+        data = handle.read(length)
         stored = handle.read(CHECK_BYTES)
-    if len(data) < length or len(stored) < CHECK_BYTES:
-        raise RecordError(f"not a whole TFRecord file (it ends inside the first record, "
-                          f"{length} bytes long)")
     if struct.unpack("<I", stored)[0] != masked_crc32c(data):
         raise RecordError("damaged (the first record's data fail their CRC check)")
     return data

@@ -132,5 +132,36 @@ JSON_KINDS = {dict: "an object", list: "an array", str: "a string", bool: "true 
 
 
 def json_kind(value) -> str:
-    """What a JSON value is, as an error says it: "an array", "a string", ..."""
+    """What a JSON value is, as an error says it: "an array", "a string", "true", ..."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return JSON_KINDS.get(type(value), type(value).__name__)
+
+
+REQUIRED = object()  # json_field's default: the field must be there
+
+
+def json_field(record, key: str, kind, where: str, expected: str = "", name: str = "",
+               default=REQUIRED):
+    """``record[key]``, checked before use: ``record`` must be a JSON object and ``key`` hold a
+    ``kind`` (a type or a tuple of types; true and false are never numbers here). Else a
+    UserError naming ``where`` (the file, and the line or record), the field (``name``, by
+    default the key), what it holds and what was ``expected`` (by default the kind)::
+
+        train.jsonl:3: question.stem is null; expected a string
+
+    A field that is missing returns ``default`` when one is given.
+    """
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    expected = expected or " or ".join(JSON_KINDS.get(k, k.__name__) for k in kinds)
+    name = name or key
+    if not isinstance(record, dict):
+        raise UserError(f"{where}: expected an object holding {name}, found {json_kind(record)}")
+    if key not in record:
+        if default is REQUIRED:
+            raise UserError(f"{where}: no {name}; expected {expected}")
+        return default
+    value = record[key]
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+        raise UserError(f"{where}: {name} is {json_kind(value)}; expected {expected}")
+    return value

@@ -21,7 +21,7 @@ import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import read_utf8
-from nlp_tutorials.system.json_files import json_lines
+from nlp_tutorials.system.json_files import json_field, json_lines
 from nlp_tutorials.tasks.base import Task, example_lines
 from nlp_tutorials.tasks.shapes import CHOICE, ClassPrediction, softmax
 from nlp_tutorials.tasks.metrics import accuracy
@@ -232,34 +232,22 @@ class CommonsenseQaTask(ChoiceTask):
     def question(self, where: str, record) -> ChoiceExample:
         """The example of one JSON line's value; ``where`` (``file:line``) names it in
         errors."""
-        answer = field(where, record, "answerKey", str)
-        question = field(where, record, "question", dict)
-        stem = field(where, question, "stem", str, "question.")
-        choices = field(where, question, "choices", list, "question.")
+        answer = json_field(record, "answerKey", str, where)
+        question = json_field(record, "question", dict, where)
+        stem = json_field(question, "stem", str, where, name="question.stem")
+        choices = json_field(question, "choices", list, where, name="question.choices")
         if len(choices) != self.num_labels:
             raise UserError(f"{where}: expected {self.num_labels} choices "
                             f"({', '.join(self.labels)}), found {len(choices)}")
-        names = [field(where, c, "label", str, "question.choices[].") for c in choices]
-        texts = tuple(field(where, c, "text", str, "question.choices[].") for c in choices)
+        names = [json_field(c, "label", str, where, name="question.choices[].label")
+                 for c in choices]
+        texts = tuple(json_field(c, "text", str, where, name="question.choices[].text")
+                      for c in choices)
         if tuple(names) != self.labels:
             raise UserError(f"{where}: expected choices labelled {', '.join(self.labels)} in "
                             f"order, found {', '.join(names)}")
         if answer not in self.labels:
             raise UserError(f"{where}: answerKey {answer[:50]!r} is not one of the choices "
                             f"{', '.join(self.labels)}")
-        question_id = field(where, record, "id", str)
+        question_id = json_field(record, "id", str, where)
         return ChoiceExample(question_id, stem, texts, self.labels.index(answer))
-
-
-def field(where: str, record, key: str, kind: type, prefix: str = ""):
-    """``record[key]``, which must be a ``kind``; otherwise a UserError naming ``where`` and
-    the key (``prefix`` says whose key: ``question.``)."""
-    if not isinstance(record, dict) or key not in record:
-        raise UserError(f"{where}: expected the key {prefix}{key}")
-    if not isinstance(record[key], kind):
-        raise UserError(f"{where}: {prefix}{key} should be a JSON {JSON_KINDS[kind]}, found "
-                        f"{type(record[key]).__name__}")
-    return record[key]
-
-
-JSON_KINDS = {str: "string", dict: "object", list: "array"}

@@ -43,6 +43,10 @@ from nlp_tutorials.tasks.metrics import (
 from nlp_tutorials.tasks.shapes import SEQUENCE
 from nlp_tutorials.text.tokenization import pad_ragged
 
+# The largest score a regression file may give: a float32, which the model computes in, holds
+# up to about 3.4e38; STS-B's scores are 0 to 5.
+LARGEST_SCORE = 1e30
+
 
 @dataclass(frozen=True)
 class TextExample:
@@ -98,6 +102,9 @@ class SentenceTask(Task):
             if not math.isfinite(score):
                 raise UserError(f"{path}:{number}: score {value[:50]!r} is not a number; "
                                 f"expected a score such as 3.8")
+            if abs(score) > LARGEST_SCORE:  # beyond float32, where the model computes
+                raise UserError(f"{path}:{number}: score {value[:50]!r} is too large; expected "
+                                f"a score from -{LARGEST_SCORE:.0e} to {LARGEST_SCORE:.0e}")
             return score
         if self.labels and value not in self.labels:
             raise UserError(f"{path}:{number}: unknown label {value[:50]!r}; {self.known_labels} "

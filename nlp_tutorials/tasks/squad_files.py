@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.json_files import read_json
+from nlp_tutorials.system.json_files import json_field, read_json
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,8 @@ def _fail(path, where, expected):
 
 
 def _field(path, where, record, key, kind, expected):
-    """``record[key]``, checked to be a ``kind``; UserError naming ``where`` otherwise."""
-    if not isinstance(record, dict) or not isinstance(record.get(key), kind) \
-            or isinstance(record.get(key), bool) and kind is not bool:
-        _fail(path, where, f"{key!r}: {expected}")
-    return record[key]
+    """``record[key]``, checked to be a ``kind``; UserError naming the file and ``where``."""
+    return json_field(record, key, kind, f"{path}: {where}", expected)
 
 
 def load_squad_json(path) -> list:
@@ -112,10 +109,14 @@ def read_squad_file(path) -> list[Question]:
 
 def squad_version(path) -> str:
     """The task a user's SQuAD file is for (``--format squad``): "squad2" when any question
-    is ``is_impossible``, else "squad" (v1.1)."""
-    for article in load_squad_json(path):
-        for paragraph in (article.get("paragraphs") or []) if isinstance(article, dict) else []:
-            for qa in (paragraph.get("qas") or []) if isinstance(paragraph, dict) else []:
+    is ``is_impossible``, else "squad" (v1.1). The structure is checked as far as it is read."""
+    path = Path(path)
+    for a, article in enumerate(load_squad_json(path)):
+        where = f"data[{a}]"
+        for p, paragraph in enumerate(_field(path, where, article, "paragraphs", list,
+                                             "a list of paragraphs")):
+            where = f"data[{a}].paragraphs[{p}]"
+            for qa in _field(path, where, paragraph, "qas", list, "a list of questions"):
                 if isinstance(qa, dict) and qa.get("is_impossible") is True:
                     return "squad2"
     return "squad"

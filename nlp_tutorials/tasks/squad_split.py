@@ -20,7 +20,7 @@ from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
-from nlp_tutorials.system.json_files import read_json
+from nlp_tutorials.system.json_files import json_field, read_json
 from nlp_tutorials.tasks.base import counted
 from nlp_tutorials.tasks.squad_files import load_squad_json, read_squad_file, squad_version
 
@@ -32,17 +32,18 @@ def split_by_title(path, train_articles: int, without=()) -> tuple[list, list]:
     return title_order(load_squad_json(path), train_articles, Path(path).name, without)
 
 
-def article_titles(articles: list) -> list:
-    """Each article's title ("" for an article without one)."""
-    return [article.get("title", "") if isinstance(article, dict) else ""
-            for article in articles]
+def article_titles(articles: list, name: str) -> list:
+    """Each article's title ("" for an article without one); ``name``, the file's, names it
+    in the error for a title that is not text."""
+    return [json_field(article, "title", str, f"{name}: data[{a}]", default="")
+            if isinstance(article, dict) else "" for a, article in enumerate(articles)]
 
 
 def title_order(articles: list, train_articles: int, name: str,
                 without=()) -> tuple[list, list]:
     """:func:`split_by_title` of a file's ``articles`` already read (``name``: the file's, for
     the error)."""
-    titles, without = article_titles(articles), set(without)
+    titles, without = article_titles(articles, name), set(without)
     kept = [i for i, title in enumerate(titles) if title not in without]
     if without and len(kept) < 2:
         raise UserError(f"--without leaves {counted(len(kept), 'article')} of {name}'s "
@@ -78,7 +79,7 @@ def write_split(path, train_articles: int, output_dir, printer=print,
     per_article = [0] * len(document["data"])
     for question in questions:
         per_article[question.article] += 1
-    left_out = set(article_titles(load_squad_json(without))) if without else set()
+    left_out = set(article_titles(load_squad_json(without), without)) if without else set()
     sides = title_order(document["data"], train_articles, Path(path).name, left_out)
     if without:
         gone = len(document["data"]) - sum(map(len, sides))

@@ -19,7 +19,7 @@ import tokenizers
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
-from nlp_tutorials.system.json_files import read_json_object
+from nlp_tutorials.system.json_files import json_field, read_json_object
 from nlp_tutorials.system.values import check_integer
 from nlp_tutorials.text.wordpiece_vocab import learn_wordpiece_vocab
 
@@ -432,7 +432,7 @@ def load_tokenizer(directory) -> Tokenizer:
     if not config_path.is_file():
         return WordPieceTokenizer.from_vocab(vocab_path)
     config = read_json_object(config_path)
-    name = config.get("tokenizer_class")
+    name = json_field(config, "tokenizer_class", str, str(config_path), default=None)
     if name in HF_BERT_TOKENIZERS:
         lower_case = _lower_case_option(config, "do_lower_case", config_path)
         return WordPieceTokenizer.from_vocab(vocab_path, lower_case)

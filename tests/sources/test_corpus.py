@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.sources import corpus
 from nlp_tutorials.sources.corpus import (
@@ -668,3 +669,23 @@ def test_interrupted_prepare_leaves_nothing(tmp_path, text):
     assert (status, err) == (130, f"python -m nlp_tutorials.bert prepare: interrupted; "
                                   f"{output} was not written\n")
     assert list((tmp_path / "out").iterdir()) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet="ab\r\n", max_size=40), block=st.integers(1, 5))
+def test_lines_end_at_each_newline_of_every_system(text, block, tmp_path_factory):
+    """\n, \r\n and a lone \r end a line, however the file's blocks fall: as Python's own
+    str.splitlines splits text made of these characters only."""
+    path = tmp_path_factory.mktemp("lines") / "corpus.txt"
+    path.write_bytes(text.encode())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(corpus, "READ_BYTES", block)
+        lines = [line for _, line in corpus.read_lines(path)]
+    assert lines == [line.strip() for line in text.splitlines()]
+
+
+def test_a_corpus_with_old_mac_line_ends_holds_its_documents(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"One.\rTwo.\r\rThree.\r")
+    assert list(corpus.read_documents([path], corpus.CorpusCounts())) == [["One.", "Two."],
+                                                                          ["Three."]]

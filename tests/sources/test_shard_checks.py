@@ -10,6 +10,7 @@ import os
 import random
 import re
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,12 @@ from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.cli import main
 from nlp_tutorials.sources import corpus
-from nlp_tutorials.sources.records import RecordError, example_features, read_first_record
+from nlp_tutorials.sources.records import (
+    RecordError,
+    example_features,
+    masked_crc32c,
+    read_first_record,
+)
 from nlp_tutorials.sources.shard_batches import ShardData
 from nlp_tutorials.sources.shards import prepare_shards, read_description
 from nlp_tutorials.system.errors import UserError
@@ -189,12 +195,23 @@ def test_a_shard_whose_first_record_is_no_pair_is_named(shards, records, expecte
     assert re.search(expected, message), message
 
 
+def claiming(length: int, data: bytes) -> bytes:
+    """``data`` (a TFRecord file) with a first record length of ``length``, its CRC right."""
+    header = struct.pack("<Q", length)
+    return header + struct.pack("<I", masked_crc32c(header)) + data[12:]
+
+
 @pytest.mark.parametrize("damage, expected", [
     (lambda data: os.urandom(3000), "not a TFRecord file (the first record's length fails its "
                                     "CRC check)"),
     (lambda data: data[:30], "not a whole TFRecord file (it ends inside the first record"),
     (lambda data: data[:20] + bytes([data[20] ^ 1]) + data[21:],
      "damaged (the first record's data fail their CRC check)"),
+    # A length whose own check holds, claiming a terabyte (2 ** 40) or the most 8 bytes hold.
+    (lambda data: claiming(2**40, data[:12]), "not a whole TFRecord file (it ends inside the "
+                                              "first record, 1099511627776 bytes long)"),
+    (lambda data: claiming(2**64 - 1, data), "not a whole TFRecord file (it ends inside the "
+                                             "first record, 18446744073709551615 bytes long)"),
 ])
 def test_a_shard_that_is_no_tfrecord_file_is_named(shards, damage, expected):
     path = shards / SHARD

@@ -1,9 +1,11 @@
 """Atomic writes and the JSON reader every saved config goes through."""
+import os
+
 import pytest
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import save_atomic, write_text_atomic
-from nlp_tutorials.system.json_files import read_json_object
+from nlp_tutorials.system.files import numbered_lines, read_utf8, save_atomic, write_text_atomic
+from nlp_tutorials.system.json_files import json_lines, read_json_object
 
 
 def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path):
@@ -73,3 +75,34 @@ def test_a_failed_writer_leaves_no_temporary_file(tmp_path):
         save_atomic(path, half_then_fail)
     assert [p.name for p in tmp_path.iterdir()] == ["model.keras"]
     assert path.read_text() == "old"
+
+
+def test_json_lines_end_at_newlines_only(tmp_path):
+    """U+2028 and U+0085 are characters within a JSON string, not line ends (str.splitlines
+    would take them for some): every line is read, numbered as an editor numbers it."""
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"text": "a\u2028b"}\r\n\n{"text": "c\x85d"}\n{"text": \n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"train.jsonl:4: not valid JSON \(Expecting value at "
+                                        r"column 10\)$"):
+        list(json_lines(path))
+    path.write_text('{"text": "a\u2028b"}\r\n\n{"text": "c\x85d"}\n', encoding="utf-8")
+    assert list(json_lines(path)) == [(1, {"text": "a\u2028b"}), (3, {"text": "c\x85d"})]
+
+
+def test_an_escaped_backslash_before_u_is_no_surrogate(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(r'{"x": "\\ud800", "y": "\ud83d\ude00"}')
+    assert read_json_object(path) == {"x": "\\ud800", "y": "\U0001f600"}
+
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda path: path.mkdir(), "a folder"),
+    (lambda path: os.mkfifo(path), "a named pipe"),
+    (lambda path: path.symlink_to("/dev/zero"), "a device"),
+])
+def test_what_is_no_regular_file_is_refused_before_reading(tmp_path, make, kind):
+    path = tmp_path / "train.tsv"
+    make(path)
+    for read in (read_utf8, lambda p: list(numbered_lines(p)), read_json_object):
+        with pytest.raises(UserError, match=f"^{path}: {kind}; expected a file$"):
+            read(path)

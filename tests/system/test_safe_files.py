@@ -232,6 +232,32 @@ def test_damaged_files_are_one_line_errors(tmp_path, damage):
     assert "not an attention pickle" in load_error(path)
 
 
+@pytest.mark.parametrize("stream, reason", [
+    # A bytearray of 2 ** 40 bytes, which pickle would allocate before finding the file ends.
+    (b"\x80\x05\x96" + (2**40).to_bytes(8, "little") + b"ab.", "but only 3 remain"),
+    # A memo entry numbered 2 ** 31, which pickle would make room for (16 GB of memo).
+    (b"\x80\x04N\x72" + (2**31).to_bytes(4, "little") + b".", "memo index 2147483648 beyond"),
+])
+def test_sizes_a_pickle_claims_are_checked_before_it_is_built(tmp_path, stream, reason):
+    path = tmp_path / "claims.pkl"
+    path.write_bytes(stream)
+    assert "not an attention pickle" in load_error(path) and reason in load_error(path)
+
+
+def test_a_named_pipe_is_refused_before_it_is_opened(tmp_path):
+    os.mkfifo(tmp_path / "pipe.pkl")  # with no writer, opening it to read would wait for ever
+    assert load_error(tmp_path / "pipe.pkl") == f"{tmp_path / 'pipe.pkl'}: a named pipe; " \
+                                                "expected a file"
+
+
+@pytest.mark.parametrize("model", [[], {}, ["bert"], 7])
+def test_a_model_name_that_is_not_text_is_one_line(tmp_path, model):
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps({"model": model, "src": [], "attentions": {}}))
+    assert "'model' is" in load_error(path) and "expected one of bert, gpt, transformer" in \
+        load_error(path)
+
+
 @pytest.mark.slow
 def test_plot_command_refuses_a_hostile_pickle_in_one_line(tmp_path):
     marker = tmp_path / "payload_ran"

@@ -94,16 +94,17 @@ def csqa_line(answer="A", choices=CHOICES, stem="Why?") -> str:
 
 @pytest.mark.parametrize("line, expected", [
     ("{not json", r"q\.jsonl:2: not valid JSON \(Expecting property name"),
-    (json.dumps({"id": "q1", "question": {}}), r"q\.jsonl:2: expected the key answerKey$"),
-    (csqa_line(stem=None), r"q\.jsonl:2: question\.stem should be a JSON string, found NoneType"),
+    (json.dumps({"id": "q1", "question": {}}), r"q\.jsonl:2: no answerKey; expected a string$"),
+    (csqa_line(stem=None), r"q\.jsonl:2: question\.stem is null; expected a string$"),
     (csqa_line(choices=CHOICES[:4]),
      r"q\.jsonl:2: expected 5 choices \(A, B, C, D, E\), found 4$"),
     (csqa_line(choices=CHOICES[:4] + [{"label": "E"}]),
-     r"q\.jsonl:2: expected the key question\.choices\[\]\.text$"),
+     r"q\.jsonl:2: no question\.choices\[\]\.text; expected a string$"),
     (csqa_line(choices=[CHOICES[1], CHOICES[0], *CHOICES[2:]]),
      r"q\.jsonl:2: expected choices labelled A, B, C, D, E in order, found B, A, C, D, E$"),
-    (csqa_line().replace('"id": "q1", ', ""), r"q\.jsonl:2: expected the key id$"),
+    (csqa_line().replace('"id": "q1", ', ""), r"q\.jsonl:2: no id; expected a string$"),
     (csqa_line(answer="F"), r"q\.jsonl:2: answerKey 'F' is not one of the choices A, B, C, D, E$"),
+    ('["a list"]', r"q\.jsonl:2: expected an object holding answerKey, found an array$"),
 ])
 def test_a_bad_commonsenseqa_line_is_named_with_what_was_expected(tmp_path, line, expected):
     path = written(tmp_path, "q.jsonl", csqa_line() + "\n" + line + "\n")

@@ -153,6 +153,10 @@ STSB_HEADER = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsente
     (StsbTask, STSB_HEADER + "\t".join(["0", "g", "f", "y", "1", "none", "none", "a", "b",
                                         "n/a"]) + "\n",
      "dev.tsv:2: score 'n/a' is not a number; expected a score such as 3.8"),
+    # A float64 that float32 would turn into infinity.
+    (StsbTask, STSB_HEADER + "\t".join(["0", "g", "f", "y", "1", "none", "none", "a", "b",
+                                        "1e300"]) + "\n",
+     "dev.tsv:2: score '1e300' is too large; expected a score from -1e+30 to 1e+30"),
     (ColaTask, "gj04\t1\t\tFine.\ngj04\t2\t*\tNot fine.\n",
      "dev.tsv:2: unknown label '2'; CoLA's labels are 0, 1"),
     (ColaTask, "index\tsentence\n0\tA test sentence.\n",

@@ -64,6 +64,20 @@ def test_real_dev_files_read_with_their_published_counts(name, summary):
     assert task.summarize(task.examples("dev")) == summary
 
 
+@pytest.mark.parametrize("document, expected", [
+    ({"data": [{"paragraphs": True}]}, r"data\[0\]: paragraphs is true; expected a list of "
+                                       r"paragraphs$"),
+    ({"data": [{"paragraphs": [{"qas": "x"}]}]}, r"data\[0\]\.paragraphs\[0\]: qas is a "
+                                                 r"string; expected a list of questions$"),
+    ({"data": {}}, r"top level: data is an object; expected a list of articles$"),
+])
+def test_the_version_of_a_broken_file_is_one_line(tmp_path, document, expected):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(UserError, match=f"^{path}: {expected}"):
+        squad_version(path)
+
+
 def test_bad_files_are_one_line_naming_the_file_and_the_question(tmp_path):
     task = Squad2Task()
     off = squad_file(tmp_path, [{"id": "q1", "question": "Who?",
@@ -78,8 +92,8 @@ def test_bad_files_are_one_line_naming_the_file_and_the_question(tmp_path):
                                         r"column 11\); expected a SQuAD JSON file"):
         task.read_file(broken)
     broken.write_text('{"data": [{"paragraphs": [{"context": "x", "qas": {}}]}]}')
-    with pytest.raises(UserError, match=r"broken.json: data\[0\].paragraphs\[0\]: expected "
-                                        r"'qas': a list of questions"):
+    with pytest.raises(UserError, match=r"broken.json: data\[0\].paragraphs\[0\]: qas is an "
+                                        r"object; expected a list of questions$"):
         task.read_file(broken)
     twice = squad_file(tmp_path, [{"id": "q", "question": "Who?", "is_impossible": True,
                                    "answers": []}] * 2)

@@ -52,6 +52,15 @@ def test_a_split_leaves_both_sides_an_article(tmp_path, wrong):
         split_by_title(path, wrong)
 
 
+@pytest.mark.parametrize("title, shown", [(["Apple"], "an array"), (7, "an integer"),
+                                          (None, "null")])
+def test_a_title_that_is_not_text_is_one_line(tmp_path, title, shown):
+    path = squad_file(tmp_path / "dev-v1.1.json", [*ARTICLES[:2], {**ARTICLES[2], "title": title}])
+    with pytest.raises(UserError, match=rf"^dev-v1.1.json: data\[2\]: title is {shown}; "
+                                        r"expected a string$"):
+        split_by_title(path, 1)
+
+
 def test_the_written_files_hold_each_side_whole(tmp_path, capsys):
     path = squad_file(tmp_path / "dev-v1.1.json")
     assert main("bert", ["split-squad", "--input", str(path), "--train-articles", "3",

@@ -172,6 +172,8 @@ def test_load_missing_files(tmp_path, small):
     ('{"tokenizer_class": "SentencePiece"}', "SentencePiece"),
     ('["WordTokenizer"]', "JSON object"),
     ('{"tokenizer_class": "WordTokenizer", "lower_case": "yes"}', "lower_case"),
+    ('{"tokenizer_class": ["BertTokenizer"]}', "tokenizer_class is an array; expected a string"),
+    ('{"tokenizer_class": {}}', "tokenizer_class is an object; expected a string"),
 ])
 def test_load_bad_config(tmp_path, small, config, expected):
     small.save(tmp_path)
