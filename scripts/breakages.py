@@ -290,8 +290,40 @@ BREAKAGES = (
              "n_warmup_steps=0))",
              tests("training/test_search.py", "test_the_held_out_share_and_the_first_epoch_to_"
                    "stop_after_are_the_flags")),
+    Breakage("system/json_files: JSON nested any depth Python's parser takes",
+             PKG + "system/json_files.py",
+             "    if depth.size and depth.max() > MAX_JSON_DEPTH:", "    if False:",
+             tests("system/test_files.py", "test_bad_json_names_the_file_in_one_line")),
+    Breakage("system/json_files: an escaped lone surrogate taken as text",
+             PKG + "system/json_files.py", "    _check_surrogates(text, where, first_line)\n",
+             "", tests("system/test_files.py", "test_bad_json_names_the_file_in_one_line")),
+    Breakage("system/json_files: JSON lines split where `str.splitlines` splits",
+             PKG + "system/json_files.py", 'read_utf8(path).split("\\n")',
+             "read_utf8(path).splitlines()",
+             tests("system/test_files.py", "test_json_lines_end_at_newlines_only")),
+    Breakage("system/safe_pickle: a pickle's lengths taken on trust", PKG + "system/safe_pickle.py",
+             "    _check_sizes(stream)\n", "",
+             tests("system/test_safe_files.py",
+                   "test_sizes_a_pickle_claims_are_checked_before_it_is_built[bytearray]")),
+    Breakage("sources/records: a record's length read before it is checked against the file",
+             PKG + "sources/records.py",
+             "        if length + CHECK_BYTES > os.fstat(handle.fileno()).st_size - len(header):",
+             "        if False:",
+             tests("sources/test_shard_checks.py",
+                   "test_a_shard_that_is_no_tfrecord_file_is_named")),
+    Breakage("sources/corpus: a lone `\\r` ends no line", CORPUS,
+             'LINE_END = re.compile(rb"\\r\\n|\\r|\\n")', 'LINE_END = re.compile(rb"\\r?\\n")',
+             tests(CORPUS_TESTS, "test_lines_end_at_each_newline_of_every_system",
+                   "test_a_corpus_with_old_mac_line_ends_holds_its_documents")),
+    Breakage("models/config: sizes unbounded above", PKG + "models/config.py",
+             "check_integer(getattr(self, name), name, source, 1, SIZE_LIMITS[name])",
+             "check_integer(getattr(self, name), name, source, 1)",
+             tests("models/test_config_fields.py", "test_each_bad_field_is_named_with_its_file")),
+    Breakage("models/pretrained: a config's sizes not held against the weights it comes with",
+             PKG + "models/pretrained.py", "    check_sizes(path, config, column, tensors)\n", "",
+             tests("models/test_pretrained.py", "test_a_config_claiming_more_than_the_weights_"
+                   "hold_is_refused_before_building")),
 )
-
 
 def check_old_text(breakage: Breakage, root: Path) -> str | None:
     """What is wrong with ``breakage`` against the tree at ``root``, or None when its ``old``

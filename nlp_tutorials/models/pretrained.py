@@ -25,7 +25,7 @@ import numpy as np
 
 from nlp_tutorials.models.config import CONFIG_NAME, BertConfig
 from nlp_tutorials.system.errors import UserError, first_line
-from nlp_tutorials.system.files import write_bytes_atomic
+from nlp_tutorials.system.files import require_regular, write_bytes_atomic
 from nlp_tutorials.system.values import at
 from nlp_tutorials.text.tokenization import VOCAB_NAME, read_vocab
 
@@ -171,6 +171,7 @@ def stored_names(directory: Path) -> tuple[str, set]:
     if (directory / f"{GOOGLE_CHECKPOINT}.index").is_file():
         import tensorflow as tf
 
+        check_google_files(directory / GOOGLE_CHECKPOINT)
         try:
             reader = tf.train.load_checkpoint(str(directory / GOOGLE_CHECKPOINT))
         except Exception as err:  # as read_google_checkpoint
@@ -205,10 +206,18 @@ def hf_name(key: str) -> str:
     return key
 
 
+def check_google_files(prefix: Path) -> None:
+    """UserError for a checkpoint file that is a named pipe, device or folder: TensorFlow's
+    reader would wait on a pipe, or read a device, for ever."""
+    for part in sorted(prefix.parent.glob(f"{prefix.name}.*")):
+        require_regular(part)
+
+
 def read_google_checkpoint(prefix: Path) -> dict:
     """Google's variables by name, optimizer state left out."""
     import tensorflow as tf
 
+    check_google_files(prefix)
     try:
         reader = tf.train.load_checkpoint(str(prefix))
         names = [name for name in reader.get_variable_to_shape_map()

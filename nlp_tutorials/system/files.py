@@ -116,6 +116,22 @@ NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"),
                (stat.S_ISSOCK, "a socket"))
 
 
+def require_regular(path) -> None:
+    """Raise UserError unless ``path`` is a regular file (or a link to one), for files another
+    library opens (TensorFlow's checkpoint reader): a named pipe or device would hang it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise UserError(f"{path}: cannot read ({err.strerror})") from None
+    _refuse_special(path, mode)
+
+
+def _refuse_special(path, mode: int) -> None:
+    for test, kind in NOT_REGULAR:
+        if test(mode):
+            raise UserError(f"{path}: {kind}; expected a file")
+
+
 def open_regular(path):
     """``path`` opened for reading bytes, if it is a regular file (or a link to one).
 
@@ -129,10 +145,7 @@ def open_regular(path):
     except OSError as err:
         raise UserError(f"{path}: cannot read ({err.strerror})") from None
     try:
-        mode = os.fstat(descriptor).st_mode
-        for test, kind in NOT_REGULAR:
-            if test(mode):
-                raise UserError(f"{path}: {kind}; expected a file")
+        _refuse_special(path, os.fstat(descriptor).st_mode)
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:

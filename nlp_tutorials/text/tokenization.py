@@ -18,7 +18,7 @@ import numpy as np
 import tokenizers
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.files import read_utf8, write_text_atomic
 from nlp_tutorials.system.json_files import json_field, read_json_object
 from nlp_tutorials.system.values import check_integer
 from nlp_tutorials.text.wordpiece_vocab import learn_wordpiece_vocab
@@ -100,11 +100,7 @@ def read_vocab(path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: vocabulary file not found")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: not a readable UTF-8 file ({err})") from None
-    vocab = text.split("\n")
+    vocab = read_utf8(path).split("\n")
     if vocab[-1] == "":
         vocab.pop()
     if not vocab:

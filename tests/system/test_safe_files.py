@@ -237,7 +237,7 @@ def test_damaged_files_are_one_line_errors(tmp_path, damage):
     (b"\x80\x05\x96" + (2**40).to_bytes(8, "little") + b"ab.", "but only 3 remain"),
     # A memo entry numbered 2 ** 31, which pickle would make room for (16 GB of memo).
     (b"\x80\x04N\x72" + (2**31).to_bytes(4, "little") + b".", "memo index 2147483648 beyond"),
-])
+], ids=["bytearray", "memo"])
 def test_sizes_a_pickle_claims_are_checked_before_it_is_built(tmp_path, stream, reason):
     path = tmp_path / "claims.pkl"
     path.write_bytes(stream)
@@ -468,7 +468,8 @@ def test_keras_save_killed_for_real_keeps_the_previous_model(tmp_path):
 def test_tf_config_too_long_or_too_deep_is_one_line(text):
     from nlp_tutorials.training.distribute import parse_tf_config
 
-    with pytest.raises(UserError, match=r"^TF_CONFIG:1: (an integer of 5000 digits|nested deeper than 64 levels)") as info:
+    with pytest.raises(UserError, match=r"^TF_CONFIG:1: (an integer of 5000 digits|nested "
+                                        r"deeper than 64 levels)") as info:
         parse_tf_config(text)
     assert "\n" not in str(info.value)
 
