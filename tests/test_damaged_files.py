@@ -25,7 +25,9 @@ import random
 import shutil
 import signal
 import struct
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -524,23 +526,26 @@ CASE = dict(deadline=None, derandomize=True, database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+def draw_and_run(name: str, data) -> str:
+    """One case for the reader ``name``: a file of its seed and a change, drawn from ``data``."""
+    reader = READERS[name]
+    return run_case(reader, data.draw(st.sampled_from(reader.targets), "file"),
+                    data.draw(change, "change"))
+
+
 @pytest.mark.parametrize("name", READERS)
 @settings(max_examples=QUICK_CASES, **CASE)
 @given(data=st.data())
 def test_a_damaged_file_is_accepted_or_refused_in_one_line(name, data):
-    reader = READERS[name]
-    run_case(reader, data.draw(st.sampled_from(reader.targets), "file"), data.draw(change,
-                                                                                   "change"))
+    draw_and_run(name, data)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", READERS)
 @settings(max_examples=SLOW_CASES, **CASE)
 @given(data=st.data())
-def test_thousands_of_damaged_files_are_accepted_or_refused_in_one_line(name, data):
-    reader = READERS[name]
-    run_case(reader, data.draw(st.sampled_from(reader.targets), "file"), data.draw(change,
-                                                                                   "change"))
+def test_more_damaged_files_are_accepted_or_refused_in_one_line(name, data):
+    draw_and_run(name, data)
 
 
 @pytest.mark.parametrize("name", READERS)
@@ -548,3 +553,38 @@ def test_each_seed_is_read_as_it_is(name, tmp_path):
     """The changes start from files each reader accepts: a refusal is the change's doing."""
     READERS[name].seed(tmp_path)
     READERS[name].read(tmp_path)
+
+
+def refusing(message: str):
+    def read(folder: Path):
+        raise UserError(message.format(folder=folder))
+    return read
+
+
+@pytest.mark.parametrize("read, failure", [
+    (lambda folder: {}["key"], KeyError),  # a traceback
+    (refusing(""), AssertionError),
+    (refusing("some file: names neither the file changed nor its folder"), AssertionError),
+    (lambda folder: time.sleep(5), AssertionError),  # caught below as a UserError would be
+])
+def test_the_cases_fail_on_a_traceback_an_empty_or_vague_message_or_a_hang(monkeypatch, read,
+                                                                          failure):
+    monkeypatch.setattr(sys.modules[__name__], "TIME_LIMIT", 0.2)
+
+    def read_catching_all(folder):  # as a reader that turns every Exception into one line
+        try:
+            read(folder)
+        except Hung as error:
+            raise UserError(f"{folder}: {error}") from None
+
+    reader = Reader("test", files(a__txt="text"), ("a.txt",), read_catching_all)
+    with pytest.raises(failure):
+        run_case(reader, "a.txt", ("truncate", 0.5))
+
+
+def test_a_payload_that_runs_fails_the_case(tmp_path):
+    reader = Reader("unsafe", attention_seed, ("attention.pkl",),
+                    lambda folder: pickle.loads((folder / "attention.pkl").read_bytes()),
+                    kind="pickle")
+    with pytest.raises(AssertionError, match="a payload ran"):
+        run_case(reader, "attention.pkl", ("payload", "os.mkdir", False))
