@@ -41,7 +41,7 @@ from support import REPOSITORY
 QUICK_CASES = 200
 # A longer search, for instance:
 #   NLP_TUTORIALS_DAMAGED_CASES=20000 python -m pytest -m slow -s tests/test_damaged_files.py
-SLOW_CASES = int(os.environ.get("NLP_TUTORIALS_DAMAGED_CASES", 400))
+SLOW_CASES = int(os.environ.get("NLP_TUTORIALS_DAMAGED_CASES", 200))
 # Seconds one case may take: a reader of a file of a few kilobytes answers in milliseconds, so
 # only a hang (a named pipe waiting for a writer, a device read for ever) comes near it.
 TIME_LIMIT = 20

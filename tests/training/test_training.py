@@ -528,19 +528,18 @@ def test_fused_adamw_leaves_amsgrad_to_keras():
 @pytest.mark.slow
 def test_bert_train_reads_each_mrpc_split_once(tmp_path, monkeypatch):
     """Pre-training, its test-split evaluation and the attention export share what was read."""
-    import pathlib
-
     from nlp_tutorials.cli import main
+    from nlp_tutorials.system import files
 
     reads = []
-    read_bytes = pathlib.Path.read_bytes
+    open_regular = files.open_regular  # how every data file is opened
 
     def counting(path):
-        if path.name.startswith("msr_paraphrase_"):
-            reads.append(path.name)
-        return read_bytes(path)
+        if Path(path).name.startswith("msr_paraphrase_"):
+            reads.append(Path(path).name)
+        return open_regular(path)
 
-    monkeypatch.setattr(pathlib.Path, "read_bytes", counting)
+    monkeypatch.setattr(files, "open_regular", counting)
     monkeypatch.chdir(tmp_path)  # the attention pickle and pictures go under ./visual
     assert main("bert", ["train", "--steps", "2", "--dim", "16", "--layers", "1", "--heads", "2",
                          "--batch-size", "8", "--max-len", "32",
