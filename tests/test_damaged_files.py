@@ -22,6 +22,7 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
 import signal
 import struct
@@ -507,10 +508,20 @@ def run_case(reader: Reader, target: str, how: tuple) -> str:
             assert message and "\n" not in message, message
             assert target in message or str(folder) in message, \
                 f"{message!r} names neither {target} nor the folder"
+            check_line_named(message, folder / target)
             outcome = "refused"
         assert not marker.exists(), f"a payload ran: {how}"
     OUTCOMES[reader.name][outcome] += 1
     return outcome
+
+
+def check_line_named(message: str, path: Path) -> None:
+    """A line the message names in the damaged file (``name:N:``) is one the file has: at
+    most one more than its line ends (\\n, or \\r where a reader takes it for one)."""
+    named = re.search(rf"{re.escape(path.name)}:(\d+)", message)
+    if named and path.is_file() and not path.is_symlink():
+        data = path.read_bytes()
+        assert 1 <= int(named[1]) <= data.count(b"\n") + data.count(b"\r") + 1, message
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -565,10 +576,11 @@ def refusing(message: str):
     (lambda folder: {}["key"], KeyError),  # a traceback
     (refusing(""), AssertionError),
     (refusing("some file: names neither the file changed nor its folder"), AssertionError),
+    (refusing("{folder}/a.txt:99: a line the file does not have"), AssertionError),
     (lambda folder: time.sleep(5), AssertionError),  # caught below as a UserError would be
 ])
-def test_the_cases_fail_on_a_traceback_an_empty_or_vague_message_or_a_hang(monkeypatch, read,
-                                                                          failure):
+def test_the_cases_fail_on_a_traceback_a_wrong_or_vague_message_or_a_hang(monkeypatch, read,
+                                                                         failure):
     monkeypatch.setattr(sys.modules[__name__], "TIME_LIMIT", 0.2)
 
     def read_catching_all(folder):  # as a reader that turns every Exception into one line
