@@ -68,9 +68,10 @@ def corpus_files(pattern: str) -> list[Path]:
 def read_lines(path: Path):
     """Yield (line number, text without surrounding whitespace) for each line of ``path``.
 
-    Lines are read one at a time as bytes and decoded alone, so a bad byte is reported with its
-    file and line, and no more than one line is ever in memory. A line ends with ``\n``,
-    ``\r\n`` or a lone ``\r`` (old Mac files), as Python's own text files read them.
+    Lines are read as bytes, a megabyte at a time, and decoded alone, so a bad byte is reported
+    with its file and line, and no more than a megabyte and one line are ever in memory. A line
+    ends with ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac files), as Python's own text
+    files read them.
     """
     try:
         with open_regular(path) as handle:
