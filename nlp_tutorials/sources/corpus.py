@@ -32,7 +32,7 @@ from nlp_tutorials.sources.source import PretrainingText, TextSettings
 from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import open_regular
+from nlp_tutorials.system.files import decode_line, open_regular
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.text.tokenization import pad_ragged
 
@@ -76,7 +76,8 @@ def read_lines(path: Path):
     try:
         with open_regular(path) as handle:
             for number, raw in enumerate(_raw_lines(handle), start=1):
-                yield number, _decoded(raw, path, number).removeprefix("\ufeff").strip()
+                text = decode_line(raw, path, number, expected="UTF-8 text")
+                yield number, text.removeprefix("\ufeff").strip()
     except OSError as err:
         raise UserError(f"{path}: cannot read ({err.strerror})") from None
 
@@ -93,14 +94,6 @@ def _raw_lines(handle):
     if rest:
         lines = LINE_END.split(rest)
         yield from lines[:-1] if lines[-1] == b"" else lines
-
-
-def _decoded(line: bytes, path, number: int) -> str:
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(f"{path}:{number}: not valid UTF-8 (byte {line[err.start]:#04x} at "
-                        f"column {err.start + 1}); expected UTF-8 text") from None
 
 
 @dataclasses.dataclass

@@ -95,11 +95,18 @@ def numbered_lines(path):
     while lines and not lines[-1].strip():
         lines.pop()
     for number, line in enumerate(lines, start=1):
-        try:
-            yield number, line.removesuffix(b"\r").decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise UserError(f"{path}:{number}: not valid UTF-8 "
-                            f"(byte {line[err.start]:#04x} at column {err.start + 1})") from None
+        yield number, decode_line(line.removesuffix(b"\r"), path, number)
+
+
+def decode_line(line: bytes, path, number: int, expected: str = "") -> str:
+    """Line ``number`` of ``path``, decoded from UTF-8; a byte that is not is a UserError naming
+    the line and column (and ``expected``, what the file should hold, when given)."""
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        wanted = f"; expected {expected}" if expected else ""
+        raise UserError(f"{path}:{number}: not valid UTF-8 (byte {line[err.start]:#04x} at "
+                        f"column {err.start + 1}){wanted}") from None
 
 
 def _read_bytes(path) -> bytes:
