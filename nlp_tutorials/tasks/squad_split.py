@@ -3,7 +3,7 @@
 SQuAD's train files are large; where only a dev file is at hand, its articles can stand in for
 both. Questions about one article share its paragraphs, so the split is by article, never by
 question: the articles sorted by title (Python's string order, equal titles in file order), the
-first ``train_articles`` to train, the rest to score. The measurements in docs/tasks.md train
+first ``train_articles`` to train, the rest to score. The measurements in docs/results.md train
 on the first 38 of v1.1 dev's 48 articles and the first 28 of v2.0 dev's 35.
 
 SQuAD v2.0's dev articles are v1.1 dev articles, and its answerable questions largely v1.1's.

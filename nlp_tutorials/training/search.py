@@ -53,7 +53,7 @@ def search_settings() -> dict:
                                 metavar="FILE",
                                 default_help="the BERT paper's grid: "
                                 + describe_space(PAPER_GRID)),
-        # 0.1 and 1: what the search tables of docs/tasks.md were measured with.
+        # 0.1 and 1: what the search tables of docs/results.md were measured with.
         "search_held_out": setting(0.1, "with --search: the share of train held out to score "
                                         "the trials", kind=share, metavar="SHARE"),
         "search_stop_from": setting(1, "with --search: the first epoch after which a trial "

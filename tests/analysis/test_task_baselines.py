@@ -429,7 +429,7 @@ def test_the_fixed_squad_splits(name, articles, label, f1s):
     assert found == label
     assert len(train) + len(scored) == len(task.examples("dev"))
     assert not {q.article for q in train} & {q.article for q in scored}
-    # The figures docs/tasks.md gives: sliding window, and for v2.0 always no answer.
+    # The figures docs/results.md gives: sliding window, and for v2.0 always no answer.
     results = run_baselines(task, train_articles=articles)
     assert [round(100 * r.scores["f1"], 1) for r in results] == f1s
 
