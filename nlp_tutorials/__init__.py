@@ -14,7 +14,8 @@ The folders are the architecture, each importing only from the ones listed after
 Importing the package is cheap: TensorFlow is imported only by the modules that build, train
 or run models, which the command line loads after checking its arguments, so help answers at
 once. ``bert``, ``gpt``, ``transformer``, ``config``, ``heads``, ``tokenization`` and
-``baseline`` at the top are the public names users import and run (docs/design.md).
+``baseline`` at the top are the public names users import and run (docs/contributing.md, "Where
+the code is").
 """
 
 __version__ = "0.1.0"

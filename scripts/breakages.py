@@ -1,4 +1,4 @@
-"""The deliberate breakages of docs/design.md ("How the suite is kept honest"), tried for real.
+"""The deliberate breakages of docs/contributing.md ("How the suite is kept honest"), tried for real.
 
 Each entry of BREAKAGES is a row of that table: one text change to one file of the package (the
 rows of ``tests/conftest.py`` and ``tests/shared_folders.py`` change those test helpers

@@ -3,7 +3,7 @@
 ``python -m pytest -n 2 -m "not slow"`` leaves out the tests marked ``slow`` (those that start
 the command line in a subprocess, train for many steps, need two replicas or two workers, or
 spend seconds tracing or exporting a model): the rest are the quick check, and still run some
-code of every module under nlp_tutorials/. The budget each tier keeps is in docs/design.md
+code of every module under nlp_tutorials/. The budget each tier keeps is in docs/contributing.md
 ("The suite's time").
 
 Under ``CI=true`` (what CI services set, and .ci/run) the explorer's browser tests may not skip:
