@@ -1,7 +1,7 @@
 """The user docs hold together: pages short enough to read, links that land, commands that parse.
 
 Every page under docs/ stays within 350 lines and README.md within 200; every relative link
-and anchor in them resolves; every ``python -m nlp_tutorials...`` command in a ```bash block
+and anchor in them (and in benchmarks/, whose logs they link to) resolves; every ``python -m nlp_tutorials...`` command in a ```bash block
 parses with the package's own argparse parsers (built, never run); and every ``$NAME`` a
 command uses is set on that page or in README.md.
 """
@@ -19,6 +19,8 @@ from nlp_tutorials.cli import build_parser
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+# The benchmarks' pages hold the dated run logs the user pages link to; their links must land too.
+LINKED_PAGES = [*PAGES, *sorted((ROOT / "benchmarks").glob("*.md"))]
 MOST_LINES = {README: 200}  # every other page: PAGE_LINES
 PAGE_LINES = 350
 # Variables a shell sets itself, which no page needs to define.
@@ -172,7 +174,7 @@ def test_each_page_is_short_enough_to_read(path):
 
 
 def test_every_relative_link_and_anchor_lands():
-    broken = [entry for path in PAGES for entry in broken_links(path)]
+    broken = [entry for path in LINKED_PAGES for entry in broken_links(path)]
     assert not broken, "\n".join(broken)
 
 
