@@ -34,8 +34,8 @@ VARIABLE_USE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 VARIABLE_SET = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=")
 
 
-def page_name(path: Path) -> str:
-    return str(path.relative_to(ROOT))
+def page_name(path: Path, root: Path = ROOT) -> str:
+    return str(path.relative_to(root))
 
 
 def blocks(text: str):
@@ -69,8 +69,9 @@ def anchors(path: Path) -> frozenset:
     return frozenset(found)
 
 
-def broken_links(path: Path) -> list:
-    """'page:line: target (why)' for each relative link of ``path`` that lands nowhere."""
+def broken_links(path: Path, root: Path = ROOT) -> list:
+    """'page:line: target (why)' for each relative link of ``path`` that lands nowhere; pages
+    are named from ``root``."""
     broken = []
     for number, line, language in blocks(path.read_text(encoding="utf-8")):
         if language is not None:
@@ -82,7 +83,7 @@ def broken_links(path: Path) -> list:
                 continue
             file_part, _, anchor = target.partition("#")
             landing = (path.parent / file_part).resolve() if file_part else path
-            where = f"{page_name(path)}:{number}: {target}"
+            where = f"{page_name(path, root)}:{number}: {target}"
             if not landing.exists():
                 broken.append(f"{where} (no such file)")
             elif anchor and landing.suffix == ".md" and anchor not in anchors(landing):
@@ -219,13 +220,8 @@ def test_a_link_to_a_missing_file_or_heading_is_named(tmp_path):
     page.write_text("[fine](other.md#a-part) [gone](missing.md)\n"
                     "```bash\n# [not a link](nowhere.md)\n```\n"
                     "[no heading](other.md#b-part) `[code](nowhere.md)`\n", encoding="utf-8")
-    global ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        assert broken_links(page) == ["page.md:1: missing.md (no such file)",
-                                      "page.md:5: other.md#b-part (no such heading)"]
-    finally:
-        ROOT = saved
+    assert broken_links(page, tmp_path) == ["page.md:1: missing.md (no such file)",
+                                            "page.md:5: other.md#b-part (no such heading)"]
 
 
 def test_commands_are_found_through_pipes_and_continuations_and_bad_flags_are_caught():
