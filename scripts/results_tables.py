@@ -14,7 +14,7 @@ Run from the repository root:
     python scripts/results_tables.py                 # rewrite every table between its markers
     python scripts/results_tables.py --check         # exit 1 naming each table that differs
     python scripts/results_tables.py add OUT/results.json --table tasks --row cola \\
-        [--cell "task=CoLA" ...]                     # a finetune run's results.json as a row
+        [--cell "task=CoLA" ...] [--figure "wall=17 min" ...]   # a finetune run's results.json
 
 ``add`` writes ``benchmarks/results/<table>/<row>.json`` from the run's own results.json (its
 command, date, machine, revision, and each score's mean ± std, as ``{accuracy}``, with the
@@ -40,8 +40,9 @@ MARKED = re.compile(r"(<!-- results-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(
 
 
 def read_json(path: Path, root: Path) -> dict:
-    """``path``'s JSON object; a file that is not one is one line naming it."""
-    shown = path.relative_to(root)
+    """``path``'s JSON object; a file that is not one is one line naming it (from ``root``
+    when it lies under it)."""
+    shown = path.relative_to(root) if path.is_relative_to(root) else path
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -56,6 +57,12 @@ def read_row(path: Path, root: Path, columns: list) -> dict:
     row, shown = read_json(path, root), path.relative_to(root)
     if row.get("same_run_as"):
         row = same_run(row, shown, root)
+    return checked(row, shown, columns)
+
+
+def checked(row: dict, shown, columns: list) -> dict:
+    """``row`` with its cells filled in (``shown``), or one line naming ``shown`` and what
+    it lacks."""
     for key in REQUIRED:
         if row.get(key) in (None, "", {}):
             raise UserError(f'{shown}: no "{key}" (a results file states its {key}; '
@@ -204,25 +211,38 @@ def figures_of_run(run: dict, shown: str) -> dict:
     return figures
 
 
-def add(root: Path, run_file: str, table: str, row_name: str, cells: list) -> Path:
-    """Write the row ``row_name`` of ``table`` from a finetune run's results.json."""
+def add(root: Path, run_file: str, table: str, row_name: str, cells: list,
+        figures: list) -> Path:
+    """Write the row ``row_name`` of ``table`` from a finetune run's results.json, with
+    ``cells`` and extra ``figures`` (``NAME=TEXT`` each); nothing is written if a cell names
+    a figure the run does not give."""
     run_path = Path(run_file).resolve()
-    run = read_json(run_path, run_path.parent)
-    row_path = root / RESULTS_DIR / table / f"{row_name}.json"
-    if not (row_path.parent / TABLE_FILE).is_file():
+    run = read_json(run_path, root)
+    folder = root / RESULTS_DIR / table
+    if not (folder / TABLE_FILE).is_file():
         raise UserError(f"--table {table}: no {RESULTS_DIR / table / TABLE_FILE}")
+    row_path = folder / f"{row_name}.json"
     row = read_json(row_path, root) if row_path.exists() else {"cells": {}}
-    for cell in cells:
-        column, equals, text = cell.partition("=")
-        if not equals:
-            raise UserError(f"--cell {cell!r}: expected COLUMN=TEXT")
-        row["cells"][column] = text
     row.update({key: run.get(key, "unknown") for key in ("command", "date", "machine",
                                                          "revision")},
-               figures=figures_of_run(run, run_path.name),
+               figures={**figures_of_run(run, run_file), **pairs(figures, "--figure")},
                source=f"the results.json finetune wrote ({run_path})")
+    row["cells"].update(pairs(cells, "--cell"))
+    checked(dict(row), f"{row_path.relative_to(root)} (from {run_path.name}; add --cell or "
+                       "--figure)", read_json(folder / TABLE_FILE, root)["columns"])
     row_path.write_text(json.dumps(row, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return row_path
+
+
+def pairs(given: list, flag: str) -> dict:
+    """``NAME=TEXT`` arguments as a dict."""
+    found = {}
+    for one in given:
+        name, equals, text = one.partition("=")
+        if not equals:
+            raise UserError(f"{flag} {one!r}: expected NAME=TEXT")
+        found[name] = text
+    return found
 
 
 def main(argv=None, root: Path = ROOT) -> int:
@@ -234,10 +254,13 @@ def main(argv=None, root: Path = ROOT) -> int:
     adding.add_argument("--table", required=True)
     adding.add_argument("--row", required=True, help="the row's file name, without .json")
     adding.add_argument("--cell", action="append", default=[], help="COLUMN=TEXT, repeated")
+    adding.add_argument("--figure", action="append", default=[],
+                        help="NAME=TEXT, repeated: a figure the run's file lacks (its time)")
     args = parser.parse_args(argv)
     try:
         if args.command == "add":
-            print(f"wrote {add(root, args.run_file, args.table, args.row, args.cell)}")
+            written = add(root, args.run_file, args.table, args.row, args.cell, args.figure)
+            print(f"wrote {written.relative_to(root)}")
         problems = update(root, write=not args.check)
     except UserError as err:
         print(f"results_tables.py: error: {err}", file=sys.stderr)

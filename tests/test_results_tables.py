@@ -139,3 +139,20 @@ def test_add_makes_a_row_from_finetunes_results(tmp_path):
     assert made["figures"]["accuracy_seeds"] == "80.0, 82.0"
     assert "| MRPC | 81.0 ± 1.4% / 86.5 ± 0.7 |" in page.read_text()
     assert f"Measured {saved['date'][:10]} on " in page.read_text()
+
+
+def test_add_refuses_a_row_whose_cells_name_figures_the_run_lacks(tmp_path):
+    from nlp_tutorials.system.provenance import run_provenance
+
+    run_file = tmp_path / "results.json"
+    run_file.write_text(json.dumps({**run_provenance(), "runs": [{"test": {"mcc": 0.3}}],
+                                    "test_mean_std": {"mcc": [0.3, 0.0]}}))
+    kept = row(1, "CoLA", "28.6")
+    kept["cells"]["score"] = "{mcc} in {wall}"
+    make_repo(tmp_path / "repo", {"cola": kept})
+    before = (tmp_path / "repo/benchmarks/results/t/cola.json").read_text()
+    adding = ["add", str(run_file), "--table", "t", "--row", "cola"]
+    assert results_tables.main(adding, root=tmp_path / "repo") == 2
+    assert (tmp_path / "repo/benchmarks/results/t/cola.json").read_text() == before
+    assert results_tables.main(adding + ["--figure", "wall=17 min"], root=tmp_path / "repo") == 0
+    assert "| CoLA | 30.0 in 17 min |" in (tmp_path / "repo/docs/results.md").read_text()
