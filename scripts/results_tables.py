@@ -24,6 +24,7 @@ the tables. A cell's text may name the row's figures in braces: ``**{mcc}**``.
 import argparse
 import json
 import re
+import string
 import sys
 from pathlib import Path
 
@@ -34,9 +35,10 @@ from nlp_tutorials.system.errors import UserError  # noqa: E402
 
 RESULTS_DIR = Path("benchmarks/results")
 TABLE_FILE = "table.json"
+MACHINE_KEYS = string.ascii_uppercase  # a table's machines, A, B, ..., in order of appearance
 REQUIRED = ("cells", "command", "date", "machine")
-MARKED = re.compile(r"(<!-- results-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results-table -->)",
-                    re.DOTALL)
+MARKED = re.compile(r"(<!-- results-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
+                    r"(<!-- /results-table -->)", re.DOTALL)
 
 
 def read_json(path: Path, root: Path) -> dict:
@@ -79,30 +81,36 @@ def checked(row: dict, shown, columns: list) -> dict:
 
 
 def same_run(row: dict, shown: Path, root: Path) -> dict:
-    """A row shown in a second table: the run's provenance and figures from the first table's
-    file (``"same_run_as": "tasks/cola"``), then the row's own cells and figures. A list of
-    files joins runs of one date and machine, each run's figures under its file's name
-    (``{cola[mcc]}``)."""
+    """A row that shows a run another file holds: that run's provenance and figures
+    (``"same_run_as": "tasks/cola"``), then the row's own cells, figures and, when it is a run
+    of its own too, provenance. A list of files joins runs of one date and machine, each run's
+    figures under its file's name (``{cola[mcc]}``); a row's own run must share them."""
     names = row["same_run_as"]
-    runs = [read_same(name, shown, root) for name in ([names] if isinstance(names, str) else names)]
+    listed = [names] if isinstance(names, str) else names
+    runs = [read_same(name, shown, root) for name in listed]
+    if len({(str(run["date"])[:10], machine_text(run["machine"]))
+            for run in [*runs, *([row] if "date" in row else [])]}) > 1:
+        raise UserError(f'{shown}: "same_run_as" joins runs of different dates or machines')
     if isinstance(names, str):
         figures = runs[0].get("figures", {})
     else:
-        if len({(str(run["date"])[:10], machine_text(run["machine"])) for run in runs}) > 1:
-            raise UserError(f'{shown}: "same_run_as" joins runs of different dates or machines')
         figures = {Path(name).name: run.get("figures", {}) for name, run in zip(names, runs)}
-    joined = {key: value for key, value in runs[0].items() if key not in ("cells", "order")}
+    joined = {key: value for key, value in runs[0].items()
+              if key not in ("cells", "order", "same_run_as")}
     if len(runs) > 1:
         joined["command"] = "; ".join(run.get("command", "unknown") for run in runs)
     return {**joined, **row, "figures": {**figures, **row.get("figures", {})}}
 
 
 def read_same(name: str, shown: Path, root: Path) -> dict:
-    """The results file ``same_run_as`` names, with its provenance checked."""
+    """The results file ``same_run_as`` names (its own ``same_run_as`` followed), with its
+    provenance checked."""
     other = root / RESULTS_DIR / f"{name}.json"
     if not other.is_file():
         raise UserError(f'{shown}: "same_run_as" names {other.relative_to(root)}, which is absent')
     run = read_json(other, root)
+    if run.get("same_run_as"):
+        run = same_run(run, other.relative_to(root), root)
     for key in ("date", "machine"):
         if run.get(key) in (None, "", {}):
             raise UserError(f'{other.relative_to(root)}: no "{key}"')
@@ -143,13 +151,13 @@ def render(table: dict, rows: list) -> str:
         lines.append(f"Measured {dates[0]} on {keys[0]}.\n\n")
     else:
         columns += ["measured", "machine"]
-        cells = [row + [date, "ABCDEFGHIJ"[keys.index(machine)]]
+        cells = [row + [date, MACHINE_KEYS[keys.index(machine)]]
                  for row, date, machine in zip(cells, dates, machines)]
     lines.append("| " + " | ".join(columns) + " |\n")
     lines.append("|" + "---|" * len(columns) + "\n")
     lines += ["| " + " | ".join(row) + " |\n" for row in cells]
     if len(columns) > len(table["columns"]):
-        lines.append("\nMachines: " + "; ".join(f"{'ABCDEFGHIJ'[i]}, {machine}"
+        lines.append("\nMachines: " + "; ".join(f"{MACHINE_KEYS[i]}, {machine}"
                                                  for i, machine in enumerate(keys)) + ".\n")
     return "".join(lines)
 
