@@ -231,6 +231,7 @@ def add(root: Path, run_file: str, table: str, row_name: str, cells: list,
         raise UserError(f"--table {table}: no {RESULTS_DIR / table / TABLE_FILE}")
     row_path = folder / f"{row_name}.json"
     row = read_json(row_path, root) if row_path.exists() else {"cells": {}}
+    row.pop("same_run_as", None)  # the row's run is now this one; other tables keep theirs
     row.update({key: run.get(key, "unknown") for key in ("command", "date", "machine",
                                                          "revision")},
                figures={**figures_of_run(run, run_file), **pairs(figures, "--figure")},

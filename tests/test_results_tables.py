@@ -156,3 +156,26 @@ def test_add_refuses_a_row_whose_cells_name_figures_the_run_lacks(tmp_path):
     assert (tmp_path / "repo/benchmarks/results/t/cola.json").read_text() == before
     assert results_tables.main(adding + ["--figure", "wall=17 min"], root=tmp_path / "repo") == 0
     assert "| CoLA | 30.0 in 17 min |" in (tmp_path / "repo/docs/results.md").read_text()
+
+
+def test_add_over_a_row_showing_another_files_run_makes_it_its_own(tmp_path):
+    """Re-measuring a task: its row takes the new run; the file it showed, which other tables
+    may show, keeps the old one."""
+    from nlp_tutorials.system.provenance import run_provenance
+
+    run_file = tmp_path / "results.json"
+    run_file.write_text(json.dumps({**run_provenance(), "runs": [{"test": {"mcc": 0.3}}],
+                                    "test_mean_std": {"mcc": [0.3, 0.0]}}))
+    pinned = tmp_path / "repo/benchmarks/results/runs/cola.json"
+    pinned.parent.mkdir(parents=True)
+    pinned.write_text(json.dumps(row(1, "CoLA", "28.6")))
+    page = make_repo(tmp_path / "repo", {"cola": {"same_run_as": "runs/cola",
+                                                  "cells": {"task": "CoLA", "score": "{score}"}}})
+    results_tables.update(tmp_path / "repo", write=True)
+    assert "| CoLA | 28.6 |" in page.read_text()
+    assert results_tables.main(["add", str(run_file), "--table", "t", "--row", "cola",
+                                "--cell", "score={mcc}"], root=tmp_path / "repo") == 0
+    assert "| CoLA | 30.0 |" in page.read_text()
+    assert "same_run_as" not in json.loads(
+        (tmp_path / "repo/benchmarks/results/t/cola.json").read_text())
+    assert json.loads(pinned.read_text())["figures"] == {"score": "28.6"}
