@@ -36,7 +36,7 @@ from nlp_tutorials.system.errors import UserError  # noqa: E402
 RESULTS_DIR = Path("benchmarks/results")
 TABLE_FILE = "table.json"
 MACHINE_KEYS = string.ascii_uppercase  # a table's machines, A, B, ..., in order of appearance
-REQUIRED = ("cells", "command", "date", "machine")
+REQUIRED = ("cells", "command", "date", "machine")  # a run states the last three
 MARKED = re.compile(r"(<!-- results-table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)"
                     r"(<!-- /results-table -->)", re.DOTALL)
 
@@ -65,10 +65,7 @@ def read_row(path: Path, root: Path, columns: list) -> dict:
 def checked(row: dict, shown, columns: list) -> dict:
     """``row`` with its cells filled in (``shown``), or one line naming ``shown`` and what
     it lacks."""
-    for key in REQUIRED:
-        if row.get(key) in (None, "", {}):
-            raise UserError(f'{shown}: no "{key}" (a results file states its {key}; '
-                            'write "unknown" where it is not known)')
+    stated(row, shown, REQUIRED)
     missing = [column for column in columns if column not in row["cells"]]
     if missing:
         raise UserError(f"{shown}: no cell for column(s) {', '.join(missing)}")
@@ -78,6 +75,14 @@ def checked(row: dict, shown, columns: list) -> dict:
     except (KeyError, IndexError, ValueError) as err:
         raise UserError(f"{shown}: a cell names figure {err}, which \"figures\" lacks") from None
     return row
+
+
+def stated(row: dict, shown, keys) -> None:
+    """One line naming ``shown`` when ``row`` lacks one of ``keys``."""
+    for key in keys:
+        if row.get(key) in (None, "", {}):
+            raise UserError(f'{shown}: no "{key}" (a results file states its {key}; '
+                            'write "unknown" where it is not known)')
 
 
 def same_run(row: dict, shown: Path, root: Path) -> dict:
@@ -111,9 +116,7 @@ def read_same(name: str, shown: Path, root: Path) -> dict:
     run = read_json(other, root)
     if run.get("same_run_as"):
         run = same_run(run, other.relative_to(root), root)
-    for key in ("date", "machine"):
-        if run.get(key) in (None, "", {}):
-            raise UserError(f'{other.relative_to(root)}: no "{key}"')
+    stated(run, other.relative_to(root), REQUIRED[1:])
     return run
 
 
@@ -165,9 +168,12 @@ def render(table: dict, rows: list) -> str:
 def tables(root: Path) -> dict:
     """{table name: its markdown} for every folder under benchmarks/results/."""
     made = {}
-    for folder in sorted((root / RESULTS_DIR).iterdir()):
+    for folder in sorted(path for path in (root / RESULTS_DIR).iterdir() if path.is_dir()):
         if (folder / TABLE_FILE).is_file():
             made[folder.name] = render(*read_table(folder, root))
+        else:  # runs that rows show (runs/): each states its own run
+            for path in sorted(folder.glob("*.json")):
+                stated(read_json(path, root), path.relative_to(root), REQUIRED[1:])
     return made
 
 

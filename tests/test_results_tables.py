@@ -81,15 +81,19 @@ def test_a_changed_figure_or_a_hand_edit_is_caught(tmp_path):
     assert results_tables.main(["--check"], root=tmp_path) == 1
 
 
+@pytest.mark.parametrize("folder", ["t", "runs"])
 @pytest.mark.parametrize("missing", ["date", "machine"])
-def test_a_file_without_a_date_or_machine_is_refused(tmp_path, capsys, missing):
+def test_a_file_without_a_date_or_machine_is_refused(tmp_path, capsys, missing, folder):
+    """In a table's folder or among the runs rows show (runs/)."""
     incomplete = row(1, "CoLA", "30.3")
     del incomplete[missing]
-    make_repo(tmp_path, {"cola": incomplete})
+    make_repo(tmp_path, {})
+    (tmp_path / f"benchmarks/results/{folder}").mkdir(exist_ok=True)
+    (tmp_path / f"benchmarks/results/{folder}/cola.json").write_text(json.dumps(incomplete))
     assert results_tables.main(["--check"], root=tmp_path) == 2
     said = capsys.readouterr().err
     assert said.count("\n") == 1
-    assert said.startswith(f'results_tables.py: error: benchmarks/results/t/cola.json: '
+    assert said.startswith(f'results_tables.py: error: benchmarks/results/{folder}/cola.json: '
                            f'no "{missing}"')
 
 
