@@ -232,6 +232,9 @@ def add(root: Path, run_file: str, table: str, row_name: str, cells: list,
     a figure the run does not give."""
     run_path = Path(run_file).resolve()
     run = read_json(run_path, root)
+    for flag, name in (("--table", table), ("--row", row_name)):
+        if not re.fullmatch(r"[\w-]+", name):
+            raise UserError(f"{flag} {name!r}: letters, digits, '_' and '-' only")
     folder = root / RESULTS_DIR / table
     if not (folder / TABLE_FILE).is_file():
         raise UserError(f"--table {table}: no {RESULTS_DIR / table / TABLE_FILE}")
@@ -266,7 +269,7 @@ def main(argv=None, root: Path = ROOT) -> int:
     commands = parser.add_subparsers(dest="command")
     adding = commands.add_parser("add", help="a finetune run's results.json as a table's row")
     adding.add_argument("run_file", help="the results.json finetune wrote")
-    adding.add_argument("--table", required=True)
+    adding.add_argument("--table", required=True, help="its folder under benchmarks/results/")
     adding.add_argument("--row", required=True, help="the row's file name, without .json")
     adding.add_argument("--cell", action="append", default=[], help="COLUMN=TEXT, repeated")
     adding.add_argument("--figure", action="append", default=[],
