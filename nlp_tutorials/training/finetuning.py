@@ -34,6 +34,7 @@ from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_hea
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.provenance import run_provenance
 from nlp_tutorials.tasks.base import Task, counted, model_arrays
 from nlp_tutorials.tasks.metrics import mean_std
 from nlp_tutorials.text.tokenization import WordTokenizer, load_tokenizer
@@ -291,9 +292,15 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
 def save_results(output_dir, config: FinetuneConfig, runs: list, summary: dict) -> Path:
     """Write ``results.json`` (the config, every seed's scores, and ``summary``: the mean and
     std of each test score, ``test_mean_std``, or of dev's, ``dev_mean_std``, without a test
-    file, and what a recipe search chose, ``search``) atomically; return its path."""
+    file, and what a recipe search chose, ``search``) atomically; return its path. Beside them
+    the run's ``command``, ``date``, ``machine`` and ``revision``
+    (:func:`~nlp_tutorials.system.provenance.run_provenance`): what a results table's row
+    needs (``scripts/results_tables.py add``)."""
+    import tensorflow as tf
+
+    gpus = [device.name for device in tf.config.list_physical_devices("GPU")]
     path = Path(output_dir) / RESULTS_FILE
     write_text_atomic(path, json.dumps(
-        {"config": dataclasses.asdict(config), "runs": runs, **summary}, indent=2,
-        default=float) + "\n")
+        {**run_provenance(gpus), "config": dataclasses.asdict(config), "runs": runs,
+         **summary}, indent=2, default=float) + "\n")
     return path
