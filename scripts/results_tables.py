@@ -156,13 +156,18 @@ def render(table: dict, rows: list) -> str:
         columns += ["measured", "machine"]
         cells = [row + [date, MACHINE_KEYS[keys.index(machine)]]
                  for row, date, machine in zip(cells, dates, machines)]
-    lines.append("| " + " | ".join(columns) + " |\n")
+    lines.append(markdown_row(columns))
     lines.append("|" + "---|" * len(columns) + "\n")
-    lines += ["| " + " | ".join(row) + " |\n" for row in cells]
+    lines += [markdown_row(row) for row in cells]
     if len(columns) > len(table["columns"]):
         lines.append("\nMachines: " + "; ".join(f"{MACHINE_KEYS[i]}, {machine}"
                                                  for i, machine in enumerate(keys)) + ".\n")
     return "".join(lines)
+
+
+def markdown_row(cells: list) -> str:
+    """One markdown table line; an empty cell (a row going on from the one above) as ``| |``."""
+    return "|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|\n"
 
 
 def tables(root: Path) -> dict:

@@ -183,3 +183,10 @@ def test_add_over_a_row_showing_another_files_run_makes_it_its_own(tmp_path):
     assert "same_run_as" not in json.loads(
         (tmp_path / "repo/benchmarks/results/t/cola.json").read_text())
     assert json.loads(pinned.read_text())["figures"] == {"score": "28.6"}
+
+
+def test_an_empty_cell_is_written_as_one_space(tmp_path):
+    going_on = row(2, "", "57.2")
+    page = make_repo(tmp_path, {"a": row(1, "CoLA", "30.3"), "b": going_on})
+    results_tables.update(tmp_path, write=True)
+    assert "| CoLA | **30.3** |\n| | **57.2** |\n" in page.read_text()
