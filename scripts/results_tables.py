@@ -142,17 +142,17 @@ def machine_text(machine) -> str:
 
 
 def render(table: dict, rows: list) -> str:
-    """The markdown between the markers: a note, the table, and (rows from several dates or
-    machines) a date and a machine column, the machines keyed by letter below."""
+    """The markdown between the markers: a note (or table.json's ``intro``), the table, and
+    (rows from several dates or machines) a date and a machine column, the machines keyed by
+    letter below."""
     dates = [str(row["date"])[:10] for row in rows]
     machines = [machine_text(row["machine"]) for row in rows]
     columns, cells = list(table["columns"]), [[row["shown"][c] for c in table["columns"]]
                                               for row in rows]
-    lines = []
     keys = list(dict.fromkeys(machines))
-    if len(set(dates)) == 1 and len(keys) == 1:
-        lines.append(f"Measured {dates[0]} on {keys[0]}.\n\n")
-    else:
+    one_run = len(set(dates)) == 1 and len(keys) == 1
+    lines = [opening(table, f"{dates[0]} on {keys[0]}" if one_run else None)]
+    if not one_run:
         columns += ["measured", "machine"]
         cells = [row + [date, MACHINE_KEYS[keys.index(machine)]]
                  for row, date, machine in zip(cells, dates, machines)]
@@ -163,6 +163,15 @@ def render(table: dict, rows: list) -> str:
         lines.append("\nMachines: " + "; ".join(f"{MACHINE_KEYS[i]}, {machine}"
                                                  for i, machine in enumerate(keys)) + ".\n")
     return "".join(lines)
+
+
+def opening(table: dict, when: str) -> str:
+    """The paragraph above the table: table.json's ``intro``, its ``{measured}`` saying the
+    date and machine (``when``) or that the table says them; without one, "Measured WHEN."."""
+    measured = f"measured {when}" if when else "measured on the dates and machines below"
+    if table.get("intro"):
+        return table["intro"].format(measured=measured) + "\n\n"
+    return f"Measured {when}.\n\n" if when else ""
 
 
 def markdown_row(cells: list) -> str:

@@ -190,3 +190,17 @@ def test_an_empty_cell_is_written_as_one_space(tmp_path):
     page = make_repo(tmp_path, {"a": row(1, "CoLA", "30.3"), "b": going_on})
     results_tables.update(tmp_path, write=True)
     assert "| CoLA | **30.3** |\n| | **57.2** |\n" in page.read_text()
+
+
+def test_an_intro_takes_the_date_and_machine_in_place_of_the_measured_line(tmp_path):
+    page = make_repo(tmp_path, {"a": row(1, "CoLA", "30.3")})
+    table = tmp_path / "benchmarks/results/t/table.json"
+    table.write_text(json.dumps({"columns": ["task", "score"],
+                                 "intro": "Scores ({measured}), one seed:"}))
+    results_tables.update(tmp_path, write=True)
+    assert page.read_text().split("<!-- results-table: t -->\n")[1].startswith(
+        "Scores (measured 2026-12-06 on 2-core AMD EPYC, AVX2), one seed:\n\n| task | score |\n")
+    (tmp_path / "benchmarks/results/t/b.json").write_text(
+        json.dumps(row(2, "RTE", "57.2", "2026-12-02")))
+    results_tables.update(tmp_path, write=True)
+    assert "Scores (measured on the dates and machines below), one seed:\n\n" in page.read_text()
