@@ -151,7 +151,9 @@ def render(table: dict, rows: list) -> str:
                                               for row in rows]
     keys = list(dict.fromkeys(machines))
     one_run = len(set(dates)) == 1 and len(keys) == 1
-    lines = [opening(table, f"{dates[0]} on {keys[0]}" if one_run else None)]
+    known = dates[0] != "unknown"
+    when = f"{dates[0] if known else ''} on {keys[0]}{'' if known else ', date unknown'}"
+    lines = [opening(table, when.strip() if one_run else None)]
     if not one_run:
         columns += ["measured", "machine"]
         cells = [row + [date, MACHINE_KEYS[keys.index(machine)]]

@@ -204,3 +204,9 @@ def test_an_intro_takes_the_date_and_machine_in_place_of_the_measured_line(tmp_p
         json.dumps(row(2, "RTE", "57.2", "2026-12-02")))
     results_tables.update(tmp_path, write=True)
     assert "Scores (measured on the dates and machines below), one seed:\n\n" in page.read_text()
+
+
+def test_an_unknown_date_is_said_as_such(tmp_path):
+    page = make_repo(tmp_path, {"a": row(1, "CoLA", "30.3", date="unknown")})
+    results_tables.update(tmp_path, write=True)
+    assert "Measured on 2-core AMD EPYC, AVX2, date unknown.\n" in page.read_text()
