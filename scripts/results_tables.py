@@ -125,6 +125,10 @@ def read_table(folder: Path, root: Path) -> tuple[dict, list]:
     table = read_json(folder / TABLE_FILE, root)
     if not isinstance(table.get("columns"), list):
         raise UserError(f"{(folder / TABLE_FILE).relative_to(root)}: no \"columns\" list")
+    twice = sorted({column for column in table["columns"] if table["columns"].count(column) > 1})
+    if twice:  # a row's cells are keyed by column: a name used twice would show one cell twice
+        raise UserError(f"{(folder / TABLE_FILE).relative_to(root)}: column(s) named twice: "
+                        f"{', '.join(twice)}")
     rows = [read_row(path, root, table["columns"]) for path in sorted(folder.glob("*.json"))
             if path.name != TABLE_FILE]
     return table, sorted(rows, key=lambda row: row.get("order", 0))

@@ -210,3 +210,11 @@ def test_an_unknown_date_is_said_as_such(tmp_path):
     page = make_repo(tmp_path, {"a": row(1, "CoLA", "30.3", date="unknown")})
     results_tables.update(tmp_path, write=True)
     assert "Measured on 2-core AMD EPYC, AVX2, date unknown.\n" in page.read_text()
+
+
+def test_a_column_named_twice_is_refused(tmp_path):
+    make_repo(tmp_path, {"a": row(1, "CoLA", "30.3")})
+    (tmp_path / "benchmarks/results/t/table.json").write_text(
+        json.dumps({"columns": ["task", "score", "score"]}))
+    with pytest.raises(results_tables.UserError, match="t/table.json: column.s. named twice: score"):
+        results_tables.update(tmp_path, write=False)
