@@ -235,6 +235,7 @@ def finetuned_dir(task: str) -> str:
 FINETUNED_DIR = finetuned_dir("mrpc")  # the default --model-dir of the commands that read one
 RANDOM_ORDERS = 3  # `bert heads --study`'s control: random orders of masking, averaged
 SEARCH_SETTINGS = search_settings()
+RECIPE_SETTINGS = ("epochs", "batch_size", "learning_rate")  # left None: the task's recipe
 
 
 @dataclasses.dataclass
@@ -317,6 +318,9 @@ class FinetuneConfig(Settings):
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
+    # No flag: which of RECIPE_SETTINGS were set (by flags or in Python) rather than left to
+    # the task's recipe, noted when the config is first made; a recipe search keeps them fixed.
+    recipe_given: tuple = None
 
     def __post_init__(self):
         """Fill what was left to the task: its name for own data, its recipe, its folder."""
@@ -326,7 +330,10 @@ class FinetuneConfig(Settings):
             self.task = "conll2003"
         task_class = TASKS.get(self.task)
         recipe = task_class.recipe if task_class else {}
-        for name in ("epochs", "batch_size", "learning_rate"):
+        if self.recipe_given is None:
+            self.recipe_given = tuple(name for name in RECIPE_SETTINGS
+                                      if getattr(self, name) is not None)
+        for name in RECIPE_SETTINGS:
             if getattr(self, name) is None:
                 setattr(self, name, recipe.get(name))
         if not self.output_dir:
@@ -383,10 +390,10 @@ class FinetuneConfig(Settings):
             if path and not Path(path).is_file():
                 raise UserError(f"--{flag} {path}: no such file")
         if self.search:
-            from nlp_tutorials.training.search import import_optuna, read_space
+            from nlp_tutorials.training.search import import_optuna, search_space
 
             import_optuna()
-            read_space(self.search_space)
+            search_space(self)
         require_folder(self.init_from, "--init-from", "a pretrained BERT (config.json or "
                        "bert_config.json, vocab.txt, weights) or a fine-tuned model (model.keras)")
         _check_cluster(self.strategy)
