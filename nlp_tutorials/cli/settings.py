@@ -22,6 +22,7 @@ from nlp_tutorials.system.settings import (
 )
 from nlp_tutorials.tasks import named_tasks, task_flag_help
 from nlp_tutorials.training.config import (
+    DEV_SIZE_HELP,
     FINETUNED_DIR,
     RANDOM_ORDERS,
     RECOVERY_BATCH_SIZE,
@@ -181,11 +182,11 @@ class HeadsSettings(Settings):
     data: str | None = setting(None, "folder holding the task's files (its dev file is scored; "
                                      "the data is not saved with a model)", metavar="DIR",
                                default_help="the shipped MRPC")
-    dev_size: int = setting(FinetuneConfig.dev_size, "for a task without a dev file (the "
-                                                     "shipped MRPC): last train examples the "
-                                                     "importance is measured on, as finetune's "
-                                                     "dev",
-                            kind=positive_int)
+    dev_size: int | None = setting(FinetuneConfig.dev_size, "for a task without a dev file "
+                                                            "(the shipped MRPC): last train "
+                                                            "examples the importance is "
+                                                            "measured on, as finetune's dev",
+                                   kind=positive_int, default_help=DEV_SIZE_HELP)
     study: bool = setting(False, "also mask 0%, 10%, ..., 90% of the heads, least important "
                                  "first and in random orders, scoring the task's test split "
                                  "(its dev split without one) each time")

@@ -236,6 +236,7 @@ FINETUNED_DIR = finetuned_dir("mrpc")  # the default --model-dir of the commands
 RANDOM_ORDERS = 3  # `bert heads --study`'s control: random orders of masking, averaged
 SEARCH_SETTINGS = search_settings()
 RECIPE_SETTINGS = ("epochs", "batch_size", "learning_rate")  # left None: the task's recipe
+DEV_SIZE_HELP = f"a tenth of train, at most {HELD_OUT_DEV} (MRPC's {HELD_OUT_DEV}, as GLUE)"
 
 
 @dataclasses.dataclass
@@ -298,9 +299,10 @@ class FinetuneConfig(Settings):
     seed: int = setting(1, "first seed", kind=non_negative_int)
     seeds: int = setting(1, "number of seeds to run; the result is reported as mean ± std",
                          kind=positive_int)
-    dev_size: int = setting(HELD_OUT_DEV, "with no dev file: last train examples held out to "
-                                          "pick the best epoch; 0 trains on every example and "
-                                          "keeps the last epoch", kind=non_negative_int)
+    dev_size: int | None = setting(None, "with no dev file: last train examples held out to "
+                                         "pick the best epoch; 0 trains on every example and "
+                                         "keeps the last epoch", kind=non_negative_int,
+                                   default_help=DEV_SIZE_HELP)
     swap_augment: bool = setting(True, "MRPC: do not add each train pair in the other sentence "
                                        "order", spelling="--no-swap")
     pooling: str = setting("cls", "what a sentence classifier reads: 'cls' (BERT's pooled "
