@@ -5,10 +5,10 @@ feeding a 2-way :class:`~nlp_tutorials.heads.SequenceClassifier`) trains with th
 AdamW, linear warm-up over 10% of the steps, then linear decay. The task
 (:mod:`nlp_tutorials.tasks`) reads, encodes, builds the head and scores; this module only runs
 the model. MRPC has no official dev split in the original files, so the last ``dev_size``
-(default 408, GLUE's dev size) train pairs are held out: the epoch with the best dev accuracy is
-kept, and only that model is scored on the test split. With ``dev_size`` 0 every train pair
-trains and the last epoch is kept: the usual second stage once a recipe (its number of epochs
-above all) has been chosen on dev.
+(by default a tenth of train, at most 408: GLUE's dev size) train pairs are held out: the epoch
+with the best dev accuracy is kept, and only that model is scored on the test split. With
+``dev_size`` 0 every train pair trains and the last epoch is kept: the usual second stage once
+a recipe (its number of epochs above all) has been chosen on dev.
 
 ``--init-from DIR`` starts instead from real pretrained weights (see
 :mod:`nlp_tutorials.models.pretrained`), or from a model ``finetune`` wrote: its encoder, and
