@@ -112,8 +112,9 @@ class TrainConfig(Settings):
                                            "whole-word masking)", models=("bert",))
     seed: int = setting(1, "random seed", kind=non_negative_int)
     log_every: int = checked(50, kind=positive_int)
-    sample_every: int = setting(250, "steps between printed example predictions",
-                                kind=positive_int)
+    sample_every: int = setting(250, "steps between printed examples: BERT's guesses at a "
+                                     "batch's masked words, GPT's continuation of a batch's "
+                                     "first words", kind=positive_int)
     checkpoint_every: int = setting(250, "steps between checkpoints", kind=positive_int)
     keep_checkpoints: int = checked(3, kind=positive_int)
     jit: bool = setting(False, "XLA-compile the training step")
