@@ -115,7 +115,8 @@ def train_defaults(model_name: str) -> dict:
 def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
     """``bert`` or ``gpt``: pre-train on MRPC (or a corpus), look at the attention, and more."""
     commands = (
-        Command("train", f"pre-train {model_name.upper()} on MRPC train",
+        Command("train", f"pre-train {model_name.upper()} on MRPC train, or on your own text "
+                         f"(--corpus, --data)",
                 (TrainConfig, PretrainOptions), runs.run_train, train_defaults(model_name),
                 needs_given=True),
         export_command(model_name, "MRPC test pairs", runs.run_export),
@@ -124,10 +125,26 @@ def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
                 (PrepareSettings,), runs.run_prepare),
         *extra_commands,
     )
-    return Family(model_name, f"Pre-train {model_name.upper()} on MRPC, export its attention "
-                              f"and plot it.", commands,
-                  {"examples": "MRPC test pairs", "model_dir": trained_dir(model_name)})
+    return Family(model_name, DESCRIPTIONS[model_name], commands,
+                  {"examples": "MRPC test pairs", "model_dir": trained_dir(model_name),
+                   **EXPLORED[model_name]})
 
+
+DESCRIPTIONS = {
+    "bert": "Pre-train BERT (on MRPC or your own text), fine-tune it on a task, look at its "
+            "attention and serve it.",
+    "gpt": "Pre-train GPT (on MRPC or your own text), continue prompts with it and look at its "
+           "attention.",
+}
+# What `explore` runs and shows, in each family's words.
+EXPLORED = {
+    "bert": {"explored_models": "a pre-trained one (`train`) or a fine-tuned one (`finetune`)",
+             "shown_examples": "MRPC test pairs, or a fine-tuned model's test (else dev) "
+                               "examples,"},
+    "gpt": {"explored_models": "a trained one (`train`)", "shown_examples": "MRPC test pairs"},
+    "transformer": {"explored_models": "a trained one (`train`)",
+                    "shown_examples": "held-out dates"},
+}
 
 BERT_COMMANDS = (
     Command("finetune", "fine-tune BERT on a task: GLUE, CoNLL-2003, SQuAD, SWAG, "
@@ -159,7 +176,8 @@ TRANSFORMER = Family(
              runs.run_translate),
      export_command("transformer", "held-out dates", runs.run_export_dates),
      *attention_commands("transformer")),
-    {"examples": "held-out dates", "model_dir": trained_dir("transformer")})
+    {"examples": "held-out dates", "model_dir": trained_dir("transformer"),
+     **EXPLORED["transformer"]})
 
 BASELINE = Family(
     "baseline", "Simple baselines of a task, fitted on its train split and scored by the "

@@ -100,12 +100,14 @@ class TrainConfig(Settings):
     dropout: float = setting(0.1, "dropout rate", kind=probability)
     # 0: the longest MRPC train pair (128 for a corpus; the shards' own with --data).
     max_len: int = setting(0, "tokens per sequence", kind=positive_int,
-                           default_help="the longest MRPC train pair")
+                           default_help="the longest MRPC train pair; 128 with --corpus; the "
+                                        "shards' with --data")
     nsp_mode: str = setting("random", "next-sentence task: 'random' (BERT's IsNext/NotNext) or "
                                       "'paraphrase' (the MRPC label)",
                             choices=("random", "paraphrase"))
     tokenizer: str = setting("word", "'word' (whole words) or 'wordpiece' (BERT's sub-words, a "
-                                     "vocabulary learned from MRPC train)", choices=TOKENIZERS)
+                                     "vocabulary learned from MRPC train or --corpus)",
+                             choices=TOKENIZERS)
     vocab_size: int = setting(8000, "WordPiece vocabulary size, special tokens and characters "
                                     "included", kind=positive_int)
     whole_word_mask: bool = setting(False, "mask all pieces of a chosen word together (BERT's "
@@ -283,7 +285,8 @@ class FinetuneConfig(Settings):
                                  "Google folder, with vocab.txt), or from a model finetune "
                                  "wrote (its head too where alike)", metavar="DIR")
     max_len: int | None = setting(None, "tokens per example, at most the model's positions; "
-                                        "longer pairs are truncated, the longer sentence first",
+                                        "a longer input is truncated (a pair's longer sentence "
+                                        "first) or, tagging and SQuAD, cut into windows",
                                   kind=positive_int, default_help="the task's: 128, 384 for SQuAD")
     stride: int = setting(128, "tagging and SQuAD: tokens between the starts of two windows "
                                "of one long input", kind=positive_int)

@@ -111,6 +111,31 @@ def test_every_flag_is_in_the_help_with_the_default_its_field_declares(
             assert helps[name].endswith(f"(default {default})"), (name, helps[name])
 
 
+@pytest.mark.parametrize("model, shown, fine_tuned", [
+    ("bert", "MRPC test pairs, or a fine-tuned model's test (else dev) examples, to include",
+     True),
+    ("gpt", "MRPC test pairs to include", False),
+    ("transformer", "held-out dates to include", False),
+])
+def test_explore_s_help_speaks_of_the_family_s_own_models_and_examples(
+        capsys, monkeypatch, model, shown, fine_tuned):
+    helps = help_of(capsys, monkeypatch, model, "explore")
+    assert helps["--n"].startswith(shown)
+    # Only BERT is fine-tuned: its task's files and `bert heads`' importances are BERT's flags.
+    assert ("fine-tuned" in helps["--model-dir"]) == fine_tuned
+    assert ({"--data", "--importance"} <= set(helps)) == fine_tuned
+    if model == "transformer":
+        assert not any("MRPC" in text for text in helps.values())
+
+
+def test_predict_s_help_names_the_inputs_of_every_task(capsys, monkeypatch):
+    """A sentence task reads plain lines, a pair task two texts a line separated by a tab."""
+    text = help_of(capsys, monkeypatch, "bert", "predict")["input"]
+    assert "TSV" not in text and text.startswith("the inputs, one a line as the model's task "
+                                                 "reads them (a sentence, or two separated by "
+                                                 "a tab;")
+
+
 def test_a_field_without_flag_metadata_is_no_flag(calls, capsys, monkeypatch):
     @dataclasses.dataclass
     class TaskFinetune(FinetuneConfig):
