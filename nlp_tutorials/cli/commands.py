@@ -50,6 +50,7 @@ class Command:
     run: Callable
     defaults: dict = dataclasses.field(default_factory=dict)
     needs_given: bool = False  # train --resume compares the flags given with the saved run
+    starts_tensorflow: bool = True  # and so has --verbose, to show TensorFlow's log
 
     def start(self, settings: tuple, given: set):
         """Run the command with its built ``settings``; returns the run's exit status."""
@@ -101,7 +102,8 @@ def export_command(model_name: str, examples: str, run) -> Command:
 def attention_commands(model_name: str) -> tuple:
     """``plot`` and ``explore``: look at the attention of a family's model."""
     return (Command("plot", "draw attention heatmaps from an exported pickle", (PlotSettings,),
-                    runs.run_plot, {"model_type": model_name, "input": default_pickle(model_name)}),
+                    runs.run_plot, {"model_type": model_name, "input": default_pickle(model_name)},
+                    starts_tensorflow=False),
             Command("explore", "write one HTML page to browse the attention: head, model and "
                                "neuron views", (ExploreSettings,), runs.run_explore,
                     {"model_type": model_name, "output": explorer_page(model_name)}))
@@ -161,7 +163,8 @@ BERT_COMMANDS = (
                             "or an ONNX model (ONNX Runtime)", (ExportModelSettings,),
             runs.run_export_model),
     Command("split-squad", "split a SQuAD file by article (sorted by title) into a train file "
-                           "and a scored one", (SplitSquadSettings,), runs.run_split_squad),
+                           "and a scored one", (SplitSquadSettings,), runs.run_split_squad,
+            starts_tensorflow=False),
 )
 GPT_COMMANDS = (
     Command("generate", "continue a prompt with the trained GPT", (GenerateSettings,),
@@ -183,7 +186,7 @@ BASELINE = Family(
     "baseline", "Simple baselines of a task, fitted on its train split and scored by the "
                 "task's own metrics on the splits a fine-tuned model is scored on: a line per "
                 "baseline and split.",
-    (Command("", "", (BaselineSettings,), runs.run_baseline),), {})
+    (Command("", "", (BaselineSettings,), runs.run_baseline, starts_tensorflow=False),), {})
 
 FAMILIES = {"bert": pretraining_family("bert", BERT_COMMANDS),
             "gpt": pretraining_family("gpt", GPT_COMMANDS),
