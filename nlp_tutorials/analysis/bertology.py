@@ -30,7 +30,7 @@ from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_hea
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.base import model_arrays
+from nlp_tutorials.tasks.base import model_arrays, reported
 from nlp_tutorials.training.config import (
     RANDOM_ORDERS,
     RECOVERY_BATCH_SIZE,
@@ -167,8 +167,9 @@ def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
         result["importance_order"].append(scored[0])
         result["random_order"].append(
             {name: float(np.mean([s[name] for s in scored[1:]])) for name in scored[0]})
-        printer(f"{share:4.0%} of the heads masked: {printed} {scored[0][metric]:.3f} "
-                f"(least important first), {result['random_order'][-1][metric]:.3f} "
+        printer(f"{share:4.0%} of the heads masked: {printed} "
+                f"{reported(metric, scored[0][metric])} (least important first), "
+                f"{reported(metric, result['random_order'][-1][metric])} "
                 f"(random order, mean of {random_orders})")
     return result
 
