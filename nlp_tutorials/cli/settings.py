@@ -21,8 +21,8 @@ from nlp_tutorials.system.settings import (
     value_kind,
 )
 from nlp_tutorials.tasks import named_tasks, task_flag_help
+from nlp_tutorials.tasks.base import DEV_SIZE_HELP
 from nlp_tutorials.training.config import (
-    DEV_SIZE_HELP,
     FINETUNED_DIR,
     RANDOM_ORDERS,
     RECOVERY_BATCH_SIZE,

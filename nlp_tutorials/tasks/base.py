@@ -63,6 +63,7 @@ def example_lines(lines, source: str, found_none: str, skip=None):
 # default): a tenth of the train examples, at most 408: MRPC's 408 of 4,076, as GLUE holds out.
 HELD_OUT_DEV = 408
 HELD_OUT_SHARE = 0.1
+DEV_SIZE_HELP = f"a tenth of train, at most {HELD_OUT_DEV} (GLUE's MRPC dev)"  # --dev-size's
 
 
 def default_dev_size(train_examples: int) -> int:

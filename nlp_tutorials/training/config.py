@@ -24,7 +24,7 @@ from nlp_tutorials.system.settings import (
 )
 from nlp_tutorials.system.values import check_integer, refuse
 from nlp_tutorials.tasks import TASKS, dates, get_task, named_tasks, task_flag_help
-from nlp_tutorials.tasks.base import HELD_OUT_DEV
+from nlp_tutorials.tasks.base import DEV_SIZE_HELP
 from nlp_tutorials.tasks.squad_files import squad_version
 from nlp_tutorials.training.distribute import (
     check_flags,
@@ -106,17 +106,15 @@ class TrainConfig(Settings):
                                       "'paraphrase' (the MRPC label)",
                             choices=("random", "paraphrase"))
     tokenizer: str = setting("word", "'word' (whole words) or 'wordpiece' (BERT's sub-words, a "
-                                     "vocabulary learned from MRPC train or --corpus)",
-                             choices=TOKENIZERS)
+                                     "vocabulary learned from the text)", choices=TOKENIZERS)
     vocab_size: int = setting(8000, "WordPiece vocabulary size, special tokens and characters "
                                     "included", kind=positive_int)
     whole_word_mask: bool = setting(False, "mask all pieces of a chosen word together (BERT's "
                                            "whole-word masking)", models=("bert",))
     seed: int = setting(1, "random seed", kind=non_negative_int)
     log_every: int = checked(50, kind=positive_int)
-    sample_every: int = setting(250, "steps between printed examples: BERT's guesses at a "
-                                     "batch's masked words, GPT's continuation of a batch's "
-                                     "first words", kind=positive_int)
+    sample_every: int = setting(250, "steps between printed examples: BERT's masked-word "
+                                     "guesses, GPT's continuations", kind=positive_int)
     checkpoint_every: int = setting(250, "steps between checkpoints", kind=positive_int)
     keep_checkpoints: int = checked(3, kind=positive_int)
     jit: bool = setting(False, "XLA-compile the training step")
@@ -239,7 +237,6 @@ FINETUNED_DIR = finetuned_dir("mrpc")  # the default --model-dir of the commands
 RANDOM_ORDERS = 3  # `bert heads --study`'s control: random orders of masking, averaged
 SEARCH_SETTINGS = search_settings()
 RECIPE_SETTINGS = ("epochs", "batch_size", "learning_rate")  # left None: the task's recipe
-DEV_SIZE_HELP = f"a tenth of train, at most {HELD_OUT_DEV} (MRPC's {HELD_OUT_DEV}, as GLUE)"
 
 
 @dataclasses.dataclass
@@ -324,8 +321,7 @@ class FinetuneConfig(Settings):
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
-    # No flag: which of RECIPE_SETTINGS were set (by flags or in Python) rather than left to
-    # the task's recipe, noted when the config is first made; a recipe search keeps them fixed.
+    # No flag: the RECIPE_SETTINGS given (flags or Python), not the recipe's; a search fixes them.
     recipe_given: tuple = None
 
     def __post_init__(self):
@@ -336,9 +332,8 @@ class FinetuneConfig(Settings):
             self.task = "conll2003"
         task_class = TASKS.get(self.task)
         recipe = task_class.recipe if task_class else {}
-        if self.recipe_given is None:
-            self.recipe_given = tuple(name for name in RECIPE_SETTINGS
-                                      if getattr(self, name) is not None)
+        if self.recipe_given is None:  # first made, not a copy
+            self.recipe_given = tuple(n for n in RECIPE_SETTINGS if getattr(self, n) is not None)
         for name in RECIPE_SETTINGS:
             if getattr(self, name) is None:
                 setattr(self, name, recipe.get(name))

@@ -47,8 +47,9 @@ def search_settings() -> dict:
     return {
         "search": setting(0, "choose the recipe first by this many trials, each trained on train "
                              "less a held-out part and scored on that part (never on dev or "
-                             "test); the best then trains on all of train. Needs Optuna: pip "
-                             "install 'nlp_tutorials[search]'", kind=non_negative_int,
+                             "test); the best then trains on all of train. --epochs, "
+                             "--batch-size or --learning-rate given stay fixed. Needs Optuna: "
+                             "pip install 'nlp_tutorials[search]'", kind=non_negative_int,
                           metavar="TRIALS", default_help="0: no search"),
         "search_space": setting("", "with --search: a JSON object of the choices to try, "
                                     "{{setting: [values]}}, among " + ", ".join(SEARCHABLE),
