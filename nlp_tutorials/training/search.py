@@ -7,11 +7,11 @@ share, so dev keeps choosing the final run's epoch and test is scored once, by t
 alone. The space is a grid of declared choices, less the settings given on the command line
 (``--epochs 1`` keeps every trial at one epoch: the search varies the others); Optuna's grid
 sampler takes its settings in a seeded random order, none twice (a repeat would cost a whole
-trial), and its median pruner stops a trial whose held-out score after an epoch before its last (from the first on, or from
-``--search-stop-from``) is below the median of the trials before it at that epoch. Every trial
-goes to ``search.json`` as it ends, so a search killed or stopped with Ctrl-C goes on from the
-trials it has when run again. The best trial's settings then fine-tune on the whole of train
-(:func:`nlp_tutorials.training.finetuning.finetune`).
+trial), and its median pruner stops a trial whose held-out score after an epoch before its last
+(from the first on, or from ``--search-stop-from``) is below the median of the trials before it
+at that epoch. Every trial goes to ``search.json`` as it ends, so a search killed or stopped
+with Ctrl-C goes on from the trials it has when run again. The best trial's settings then
+fine-tune on the whole of train (:func:`nlp_tutorials.training.finetuning.finetune`).
 
 Why Optuna rather than KerasTuner: docs/tasks.md ("Searching the recipe").
 """
