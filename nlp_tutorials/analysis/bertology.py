@@ -30,7 +30,7 @@ from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_hea
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.base import model_arrays
+from nlp_tutorials.tasks.base import model_arrays, reported
 from nlp_tutorials.training.config import (
     RANDOM_ORDERS,
     RECOVERY_BATCH_SIZE,
@@ -167,8 +167,9 @@ def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
         result["importance_order"].append(scored[0])
         result["random_order"].append(
             {name: float(np.mean([s[name] for s in scored[1:]])) for name in scored[0]})
-        printer(f"{share:4.0%} of the heads masked: {printed} {scored[0][metric]:.3f} "
-                f"(least important first), {result['random_order'][-1][metric]:.3f} "
+        printer(f"{share:4.0%} of the heads masked: {printed} "
+                f"{reported(metric, scored[0][metric])} (least important first), "
+                f"{reported(metric, result['random_order'][-1][metric])} "
                 f"(random order, mean of {random_orders})")
     return result
 
@@ -283,7 +284,7 @@ def plot_study(study: dict, path, task, split: str = "test") -> Path:
         plt.close(fig)
 
 
-def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size,
+def heads_command(model_dir, output_dir, dev_size: int | None = FinetuneConfig.dev_size,
                   study: bool = False, prune=None, pruned_dir=None,
                   random_orders: int = RANDOM_ORDERS, recover_epochs: int = 0, printer=print,
                   data_dir=None, recover_learning_rate: float = RECOVERY_LEARNING_RATE,
@@ -294,8 +295,8 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
 
     The dev examples are the task's dev file, read from ``data_dir`` (``--data``; a task other
     than the shipped MRPC needs it, its folder is not saved with the model); a task with no
-    dev file (MRPC's shipped copy) holds out its last ``dev_size`` train examples, as
-    ``finetune`` did. Before any work, the folders it writes are checked and held
+    dev file (MRPC's shipped copy) holds out its last ``dev_size`` train examples (None: as many
+    as ``finetune`` holds out by default), as ``finetune`` did. Before any work, the folders it writes are checked and held
     (:func:`~nlp_tutorials.system.outputs.writing`): ``output_dir`` and ``pruned_dir`` (default
     ``<model_dir>_pruned<percent>``) may be neither ``model_dir`` nor inside it, and
     ``model_dir`` (which gets ``head_importance.json``) and ``pruned_dir`` are locked.
@@ -313,7 +314,7 @@ def heads_command(model_dir, output_dir, dev_size: int = FinetuneConfig.dev_size
                                                    recover_batch_size), printer, data_dir)
 
 
-def task_with_data(task, model_dir, data_dir, dev_size: int):
+def task_with_data(task, model_dir, data_dir, dev_size: int | None):
     """The model's task reading its files from ``data_dir`` (or its shipped default), with
     ``dev_size`` held out of train when it has no dev file; a UserError when it has no data."""
     if data_dir is not None:
@@ -328,7 +329,7 @@ def task_with_data(task, model_dir, data_dir, dev_size: int):
     return task
 
 
-def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned_dir,
+def score_heads(model_dir, output_dir, dev_size: int | None, study: bool, prune, pruned_dir,
                 random_orders: int, recovery: Recovery, printer=print, data_dir=None) -> dict:
     """The work of :func:`heads_command`, its folders checked."""
     head, tokenizer, task = load_finetuned(model_dir)
@@ -336,7 +337,8 @@ def score_heads(model_dir, output_dir, dev_size: int, study: bool, prune, pruned
     max_len = task.max_len  # load_finetuned fitted it to the model's positions
     dev = task.examples("dev")
     if not dev:
-        raise UserError(f"--dev-size {dev_size}: importance needs dev pairs; expected 1 or more")
+        raise UserError(f"--dev-size {task.dev_size}: importance needs dev pairs; expected 1 or "
+                        f"more")
     dev_arrays = task.encode(tokenizer, dev, max_len)
     importance_map, entropy_map = importance(head, dev_arrays), entropy(head, dev_arrays)
     path = Path(model_dir) / IMPORTANCE_FILE

@@ -44,7 +44,7 @@ from nlp_tutorials.analysis.baseline import word_spans, words
 from nlp_tutorials.analysis.sentence_baselines import chosen
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.references import load_reference
-from nlp_tutorials.tasks.base import Task, counted, reported
+from nlp_tutorials.tasks.base import Task, counted
 from nlp_tutorials.tasks.shapes import ClassPrediction
 from nlp_tutorials.tasks.entities import OUTSIDE, to_iob2
 from nlp_tutorials.tasks.squad import SpanPrediction
@@ -299,12 +299,7 @@ def run_baselines(task: Task, train_articles: int | None = None) -> list[Baselin
     return results
 
 
-def describe(task: Task, scores: dict) -> str:
-    """The task's metrics x100, as GLUE writes them: ``accuracy 66.5% F1 79.9``."""
-    return " ".join(f"{printed} {reported(key, scores[key])}" for key, printed in task.metrics)
-
-
 def report_line(task: Task, result: BaselineScore) -> str:
     """``majority: accuracy 66.5% F1 79.9 on test (msr_paraphrase_test.txt, 1,725
     examples)``."""
-    return f"{result.name}: {describe(task, result.scores)} on {result.split}"
+    return f"{result.name}: {task.describe(result.scores)} on {result.split}"

@@ -5,11 +5,13 @@ Each command's flags are the fields of its settings dataclasses (:mod:`.flags` m
 :mod:`nlp_tutorials.training.config` and :mod:`.settings` declare them), its run is a function
 in :mod:`.runs`, and :mod:`.commands` lists the commands of each model family. Arguments are
 parsed and checked before TensorFlow is imported, so ``--help`` and argument errors answer at
-once; only a command's run starts TensorFlow. Every user error prints one line,
+once; only a command's run starts TensorFlow, quietly unless ``--verbose``
+(:mod:`nlp_tutorials.system.startup`). Every user error prints one line,
 ``<prog> <command>: error: <what and why>``, and exits with status 2. Ctrl-C in any command
 prints one line, ``<prog> <command>: interrupted...`` saying what was kept (training saves a
 checkpoint first), and exits with status 130.
 """
+import argparse
 import signal
 import sys
 import threading
@@ -18,6 +20,7 @@ from nlp_tutorials.cli.commands import FAMILIES, train_defaults
 from nlp_tutorials.cli.flags import OneLineParser
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.system.startup import show_tensorflow_logs
 
 __all__ = ["build_parser", "build_transformer_parser", "main", "train_defaults"]
 
@@ -35,7 +38,13 @@ def build_parser(model_name: str) -> OneLineParser:
         return parser
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for command in family.commands:
-        family.add_flags(commands.add_parser(command.name, help=command.help), command)
+        command_parser = commands.add_parser(command.name, help=command.help)
+        family.add_flags(command_parser, command)
+        if command.starts_tensorflow:
+            command_parser.add_argument(
+                "--verbose", action="store_true", default=argparse.SUPPRESS,
+                help="show TensorFlow's own log lines (C++ and absl), which are dropped "
+                     "otherwise but for errors; a TF_CPP_MIN_LOG_LEVEL you set decides instead")
     return parser
 
 
@@ -57,6 +66,8 @@ def main(model_name: str, argv=None) -> int:
     name = "" if family.single else args.command
     command = family.command(name)
     where = f"{parser.prog} {name}".rstrip()
+    if getattr(args, "verbose", False):
+        show_tensorflow_logs()
     ctrl_c_interrupts()
     try:
         status = command.start(*family.settings_from(command, args))

@@ -50,6 +50,7 @@ class Command:
     run: Callable
     defaults: dict = dataclasses.field(default_factory=dict)
     needs_given: bool = False  # train --resume compares the flags given with the saved run
+    starts_tensorflow: bool = True  # and so has --verbose, to show TensorFlow's log
 
     def start(self, settings: tuple, given: set):
         """Run the command with its built ``settings``; returns the run's exit status."""
@@ -101,7 +102,8 @@ def export_command(model_name: str, examples: str, run) -> Command:
 def attention_commands(model_name: str) -> tuple:
     """``plot`` and ``explore``: look at the attention of a family's model."""
     return (Command("plot", "draw attention heatmaps from an exported pickle", (PlotSettings,),
-                    runs.run_plot, {"model_type": model_name, "input": default_pickle(model_name)}),
+                    runs.run_plot, {"model_type": model_name, "input": default_pickle(model_name)},
+                    starts_tensorflow=False),
             Command("explore", "write one HTML page to browse the attention: head, model and "
                                "neuron views", (ExploreSettings,), runs.run_explore,
                     {"model_type": model_name, "output": explorer_page(model_name)}))
@@ -115,7 +117,8 @@ def train_defaults(model_name: str) -> dict:
 def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
     """``bert`` or ``gpt``: pre-train on MRPC (or a corpus), look at the attention, and more."""
     commands = (
-        Command("train", f"pre-train {model_name.upper()} on MRPC train",
+        Command("train", f"pre-train {model_name.upper()} on MRPC train, or on your own text "
+                         f"(--corpus, --data)",
                 (TrainConfig, PretrainOptions), runs.run_train, train_defaults(model_name),
                 needs_given=True),
         export_command(model_name, "MRPC test pairs", runs.run_export),
@@ -124,10 +127,26 @@ def pretraining_family(model_name: str, extra_commands: tuple) -> Family:
                 (PrepareSettings,), runs.run_prepare),
         *extra_commands,
     )
-    return Family(model_name, f"Pre-train {model_name.upper()} on MRPC, export its attention "
-                              f"and plot it.", commands,
-                  {"examples": "MRPC test pairs", "model_dir": trained_dir(model_name)})
+    return Family(model_name, DESCRIPTIONS[model_name], commands,
+                  {"examples": "MRPC test pairs", "model_dir": trained_dir(model_name),
+                   **EXPLORED[model_name]})
 
+
+DESCRIPTIONS = {
+    "bert": "Pre-train BERT (on MRPC or your own text), fine-tune it on a task, look at its "
+            "attention and serve it.",
+    "gpt": "Pre-train GPT (on MRPC or your own text), continue prompts with it and look at its "
+           "attention.",
+}
+# What `explore` runs and shows, in each family's words.
+EXPLORED = {
+    "bert": {"explored_models": "a pre-trained one (`train`) or a fine-tuned one (`finetune`)",
+             "shown_examples": "MRPC test pairs, or a fine-tuned model's test (else dev) "
+                               "examples,"},
+    "gpt": {"explored_models": "a trained one (`train`)", "shown_examples": "MRPC test pairs"},
+    "transformer": {"explored_models": "a trained one (`train`)",
+                    "shown_examples": "held-out dates"},
+}
 
 BERT_COMMANDS = (
     Command("finetune", "fine-tune BERT on a task: GLUE, CoNLL-2003, SQuAD, SWAG, "
@@ -144,7 +163,8 @@ BERT_COMMANDS = (
                             "or an ONNX model (ONNX Runtime)", (ExportModelSettings,),
             runs.run_export_model),
     Command("split-squad", "split a SQuAD file by article (sorted by title) into a train file "
-                           "and a scored one", (SplitSquadSettings,), runs.run_split_squad),
+                           "and a scored one", (SplitSquadSettings,), runs.run_split_squad,
+            starts_tensorflow=False),
 )
 GPT_COMMANDS = (
     Command("generate", "continue a prompt with the trained GPT", (GenerateSettings,),
@@ -159,13 +179,14 @@ TRANSFORMER = Family(
              runs.run_translate),
      export_command("transformer", "held-out dates", runs.run_export_dates),
      *attention_commands("transformer")),
-    {"examples": "held-out dates", "model_dir": trained_dir("transformer")})
+    {"examples": "held-out dates", "model_dir": trained_dir("transformer"),
+     **EXPLORED["transformer"]})
 
 BASELINE = Family(
     "baseline", "Simple baselines of a task, fitted on its train split and scored by the "
                 "task's own metrics on the splits a fine-tuned model is scored on: a line per "
                 "baseline and split.",
-    (Command("", "", (BaselineSettings,), runs.run_baseline),), {})
+    (Command("", "", (BaselineSettings,), runs.run_baseline, starts_tensorflow=False),), {})
 
 FAMILIES = {"bert": pretraining_family("bert", BERT_COMMANDS),
             "gpt": pretraining_family("gpt", GPT_COMMANDS),

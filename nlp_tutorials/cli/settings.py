@@ -21,6 +21,7 @@ from nlp_tutorials.system.settings import (
     value_kind,
 )
 from nlp_tutorials.tasks import named_tasks, task_flag_help
+from nlp_tutorials.tasks.base import DEV_SIZE_HELP
 from nlp_tutorials.training.config import (
     FINETUNED_DIR,
     RANDOM_ORDERS,
@@ -89,11 +90,10 @@ class ExploreSettings(Settings):
     """``explore``: one self-contained HTML page of the attention (nlp_tutorials.analysis.explorer)."""
 
     model_type: str = "bert"
-    model_dir: str = setting("", "model to run: a trained one, or (bert) a fine-tuned one "
-                                 "(model.keras)", default_help="{model_dir}")
+    model_dir: str = setting("", "model to run: {explored_models}", default_help="{model_dir}")
     input: str = setting("", "an attention pickle written by export, instead of running a "
                              "model", metavar="PICKLE")
-    n: int | None = setting(None, "{examples} to include", kind=positive_int,
+    n: int | None = setting(None, "{shown_examples} to include", kind=positive_int,
                      default_help="8 when running a model, every one in --input")
     output: str = setting(explorer_page("bert"), "page to write")
     example: int = setting(0, "example shown first", kind=non_negative_int)
@@ -102,10 +102,12 @@ class ExploreSettings(Settings):
     view: str = setting("head", "view shown first", choices=("head", "model", "neuron"))
     data: str | None = setting(None, "with a fine-tuned --model-dir: the folder holding its "
                                      "task's files, whose examples are shown", metavar="DIR",
-                               default_help="the shipped MRPC")
+                               default_help="MRPC's shipped copy for an MRPC model",
+                               models=("bert",))
     importance: str | None = setting(None, "head_importance.json (from `bert heads`) to show in the "
                                     "model view", metavar="JSON",
-                              default_help="the one beside the model or pickle, if there is one")
+                              default_help="the one beside the model or pickle, if there is one",
+                              models=("bert",))
 
     def check(self, given: frozenset = frozenset()) -> None:
         """One source of attention: a pickle or a model, not both."""
@@ -146,7 +148,9 @@ class PrepareSettings(Settings):
 class PredictSettings(Settings):
     """``predict``: label sentence pairs with a fine-tuned model."""
 
-    input: str = setting("-", "TSV file, or - for standard input", positional=True)
+    input: str = setting("-", "the inputs, one a line as the model's task reads them (a "
+                              "sentence, or two separated by a tab; docs/tasks.md has each "
+                              "task's), or - for standard input", positional=True)
     model_dir: str = setting(FINETUNED_DIR, "fine-tuned model")
 
 
@@ -180,12 +184,12 @@ class HeadsSettings(Settings):
     output_dir: str = setting(RESULTS_DIR, "pictures")
     data: str | None = setting(None, "folder holding the task's files (its dev file is scored; "
                                      "the data is not saved with a model)", metavar="DIR",
-                               default_help="the shipped MRPC")
-    dev_size: int = setting(FinetuneConfig.dev_size, "for a task without a dev file (the "
-                                                     "shipped MRPC): last train examples the "
-                                                     "importance is measured on, as finetune's "
-                                                     "dev",
-                            kind=positive_int)
+                               default_help="MRPC's shipped copy for an MRPC model")
+    dev_size: int | None = setting(FinetuneConfig.dev_size, "for a task without a dev file "
+                                                            "(the shipped MRPC): last train "
+                                                            "examples the importance is "
+                                                            "measured on, as finetune's dev",
+                                   kind=positive_int, default_help=DEV_SIZE_HELP)
     study: bool = setting(False, "also mask 0%, 10%, ..., 90% of the heads, least important "
                                  "first and in random orders, scoring the task's test split "
                                  "(its dev split without one) each time")
@@ -321,7 +325,8 @@ class BaselineSettings(Settings):
 
     task: str = setting(FinetuneConfig.task, task_flag_help, choices=named_tasks, metavar="TASK")
     data: str = setting("", "folder holding the task's files", metavar="DIR",
-                        aliases=("--data-dir",), default_help="the shipped MRPC")
+                        aliases=("--data-dir",),
+                       default_help="MRPC's shipped copy for mrpc; needed for the others")
     train: str = setting("", "the train file, given outright instead of found in --data",
                          metavar="FILE")
     dev: str = setting("", "the dev file, given outright instead of found in --data",

@@ -6,11 +6,10 @@ from nlp_tutorials.finetuned.folders import load_finetuned
 from nlp_tutorials.finetuned.inference import head_outputs
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
-from nlp_tutorials.tasks.base import HELD_OUT_DEV
 
 
 def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
-                   printer=print, dev_size: int = HELD_OUT_DEV) -> dict:
+                   printer=print, dev_size: int | None = None) -> dict:
     """Score the fine-tuned model in ``model_dir`` on ``split`` ("dev" or "test") of its task,
     read from ``data_dir`` (None: the task's default folder, MRPC's shipped copy) or from the
     file ``path``; print the scores and write ``metrics_SPLIT.json`` and the task's

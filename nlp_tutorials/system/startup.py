@@ -6,7 +6,9 @@ makes them before the first import; a variable the user set keeps the user's val
 - ``TF_ENABLE_ONEDNN_OPTS=1``: oneDNN kernels halve the default BERT step on a 2-core AVX2 CPU
   (1.28 s -> 0.61 s, measured 2026-11-30; see benchmarks/RESULTS.md).
 - ``TF_CPP_MIN_LOG_LEVEL=2``: TensorFlow's C++ log keeps its errors and drops INFO and WARNING
-  lines.
+  lines; absl's Python log (TensorFlow's and Keras' ``WARNING:absl:`` lines) likewise keeps its
+  errors. A command's ``--verbose`` (:func:`show_tensorflow_logs`) asks for every line instead,
+  as ``TF_CPP_MIN_LOG_LEVEL=0`` does.
 
 TensorFlow 2.21 writes its first log lines while its libraries load, before it reads
 ``TF_CPP_MIN_LOG_LEVEL``: on a machine without a GPU, ``import tensorflow`` and the first look
@@ -55,10 +57,25 @@ def start_tensorflow() -> None:
     user_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", DEFAULT_LOG_LEVEL)
+    if user_level is None:
+        quiet_python_logs()
     with filtered_stderr(startup_noise(user_level, has_nvidia_device())):
         import tensorflow as tf
 
         tf.config.list_physical_devices()  # the CUDA probe; devices are not set up yet
+
+
+def show_tensorflow_logs() -> None:
+    """``--verbose``: TensorFlow's every log line, C++ and Python, as ``TF_CPP_MIN_LOG_LEVEL=0``
+    shows them; a level the user set stays theirs. Call it before :func:`start_tensorflow`."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+
+
+def quiet_python_logs() -> None:
+    """absl's Python log keeps its errors only, as the C++ log at :data:`DEFAULT_LOG_LEVEL`."""
+    from absl import logging
+
+    logging.set_verbosity(logging.ERROR)
 
 
 def has_nvidia_device() -> bool:

@@ -60,15 +60,26 @@ def example_lines(lines, source: str, found_none: str, skip=None):
 
 
 # What the commands hold out as dev of a task whose files have no dev split (--dev-size's
-# default): the last 408 train examples, as GLUE holds out MRPC's.
+# default): a tenth of the train examples, at most 408: MRPC's 408 of 4,076, as GLUE holds out.
 HELD_OUT_DEV = 408
+HELD_OUT_SHARE = 0.1
+DEV_SIZE_HELP = f"a tenth of train, at most {HELD_OUT_DEV} (GLUE's MRPC dev)"  # --dev-size's
 
 
-def split_train_dev(examples: list, dev_size: int) -> tuple[list, list]:
+def default_dev_size(train_examples: int) -> int:
+    """The dev examples held out of ``train_examples`` when --dev-size is not given: a tenth,
+    rounded, at most :data:`HELD_OUT_DEV` (0 for fewer than 5: every example trains)."""
+    return min(HELD_OUT_DEV, round(HELD_OUT_SHARE * train_examples))
+
+
+def split_train_dev(examples: list, dev_size: int, source: str = "train") -> tuple[list, list]:
     """(train, dev): the last ``dev_size`` examples are dev (MRPC's 3,668 / 408 as GLUE splits
-    it); with ``dev_size`` 0, every example trains and dev is empty."""
+    it); with ``dev_size`` 0, every example trains and dev is empty. ``source`` names the
+    examples' file in a refusal."""
     if not 0 <= dev_size < len(examples):
-        raise UserError(f"--dev-size {dev_size}: expected 0 to {len(examples) - 1}")
+        held = counted(len(examples), "example")
+        raise UserError(f"--dev-size {dev_size}: {source} holds {held}; expected 0 to "
+                        f"{len(examples) - 1}")
     return examples[:len(examples) - dev_size], examples[len(examples) - dev_size:]
 
 
@@ -99,7 +110,8 @@ class Task:
     Args:
         data_dir: the folder holding the task's files (None: the task's default, if any).
         dev_size: for a task whose files have no dev split, the last train examples held out
-            as dev (0: none; the commands pass ``--dev-size``, default :data:`HELD_OUT_DEV`).
+            as dev (0: none; None: :func:`default_dev_size`, what the commands hold out
+            without ``--dev-size``).
         labels: label names, when they were saved with a model (default: the class's, or for
             a task that learns them, those of its train file).
         paths: ``{split: file}`` given outright, overriding ``data_dir``.
@@ -126,7 +138,7 @@ class Task:
     # train file is large): --train-articles.
     splits_by_article = False
 
-    def __init__(self, data_dir=None, dev_size: int = 0, labels=None, paths=None,
+    def __init__(self, data_dir=None, dev_size: int | None = 0, labels=None, paths=None,
                  max_len: int | None = None, stride: int = 128, printer=None):
         self.data_dir = data_dir
         self.dev_size = dev_size
@@ -187,8 +199,9 @@ class Task:
         """The examples of ``split`` ("train", "dev" or "test").
 
         When there is no dev file, "dev" is the last ``dev_size`` train examples and "train"
-        the others (:func:`split_train_dev`). A split with no file is empty, except train,
-        which every task needs. Labels a task learns are learnt from train first.
+        the others (:func:`split_train_dev`; ``dev_size`` None: :func:`default_dev_size`'s,
+        said in one line when under :data:`HELD_OUT_DEV`). A split with no file is empty,
+        except train, which every task needs. Labels a task learns are learnt from train first.
         """
         if split not in SPLITS:
             raise UserError(f"unknown {self.title} split {split!r}; expected one of "
@@ -196,11 +209,26 @@ class Task:
         if not self.labels:
             self.labels = tuple(self.learn_labels(self.read("train")))
         if split in ("train", "dev") and self.path("dev") is None:
-            train, dev = split_train_dev(self.read("train"), self.dev_size)
+            if self.dev_size is None:
+                self.dev_size = self.held_out_by_default()
+            train, dev = split_train_dev(self.read("train"), self.dev_size,
+                                         self.path("train").name)
             return train if split == "train" else dev
         if split != "train" and self.path(split) is None:
             return []
         return self.read(split)
+
+    def held_out_by_default(self) -> int:
+        """:func:`default_dev_size` of the train file; under :data:`HELD_OUT_DEV`, one line
+        saying so to ``printer``."""
+        train = self.read("train")
+        size = default_dev_size(len(train))
+        if size < HELD_OUT_DEV and self.printer is not None:
+            held = (f"the last {size:,} (a tenth) held out as dev" if size
+                    else "too few to hold out a tenth as dev: none is")
+            self.printer(f"{self.path('train').name}: {counted(len(train), 'example')}, fewer "
+                         f"than {10 * HELD_OUT_DEV:,}; {held}")
+        return size
 
     def read_splits(self) -> None:
         """Read every split there is, so that a missing or broken file, or a dev label train
@@ -298,8 +326,9 @@ class Task:
         raise NotImplementedError
 
     def describe(self, scores: dict) -> str:
-        """Scores as a report writes them: ``accuracy 0.812 F1 0.871``."""
-        return " ".join(f"{printed} {scores[key]:.3f}" for key, printed in self.metrics)
+        """Scores as every report writes them, on the scale of :meth:`describe_mean_std` and
+        docs' tables: ``accuracy 81.2% F1 87.1`` (x100, accuracy as a percentage)."""
+        return " ".join(f"{printed} {reported(key, scores[key])}" for key, printed in self.metrics)
 
     def describe_mean_std(self, summary: dict, seeds: int) -> str:
         """``{score key: (mean, std)}`` over ``seeds`` runs as a report writes them: ``accuracy

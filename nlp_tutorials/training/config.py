@@ -24,7 +24,7 @@ from nlp_tutorials.system.settings import (
 )
 from nlp_tutorials.system.values import check_integer, refuse
 from nlp_tutorials.tasks import TASKS, dates, get_task, named_tasks, task_flag_help
-from nlp_tutorials.tasks.base import HELD_OUT_DEV
+from nlp_tutorials.tasks.base import DEV_SIZE_HELP
 from nlp_tutorials.tasks.squad_files import squad_version
 from nlp_tutorials.training.distribute import (
     check_flags,
@@ -100,20 +100,21 @@ class TrainConfig(Settings):
     dropout: float = setting(0.1, "dropout rate", kind=probability)
     # 0: the longest MRPC train pair (128 for a corpus; the shards' own with --data).
     max_len: int = setting(0, "tokens per sequence", kind=positive_int,
-                           default_help="the longest MRPC train pair")
+                           default_help="the longest MRPC train pair; 128 with --corpus; the "
+                                        "shards' with --data")
     nsp_mode: str = setting("random", "next-sentence task: 'random' (BERT's IsNext/NotNext) or "
                                       "'paraphrase' (the MRPC label)",
                             choices=("random", "paraphrase"))
     tokenizer: str = setting("word", "'word' (whole words) or 'wordpiece' (BERT's sub-words, a "
-                                     "vocabulary learned from MRPC train)", choices=TOKENIZERS)
+                                     "vocabulary learned from the text)", choices=TOKENIZERS)
     vocab_size: int = setting(8000, "WordPiece vocabulary size, special tokens and characters "
                                     "included", kind=positive_int)
     whole_word_mask: bool = setting(False, "mask all pieces of a chosen word together (BERT's "
                                            "whole-word masking)", models=("bert",))
     seed: int = setting(1, "random seed", kind=non_negative_int)
     log_every: int = checked(50, kind=positive_int)
-    sample_every: int = setting(250, "steps between printed example predictions",
-                                kind=positive_int)
+    sample_every: int = setting(250, "steps between printed examples: BERT's masked-word "
+                                     "guesses, GPT's continuations", kind=positive_int)
     checkpoint_every: int = setting(250, "steps between checkpoints", kind=positive_int)
     keep_checkpoints: int = checked(3, kind=positive_int)
     jit: bool = setting(False, "XLA-compile the training step")
@@ -235,6 +236,7 @@ def finetuned_dir(task: str) -> str:
 FINETUNED_DIR = finetuned_dir("mrpc")  # the default --model-dir of the commands that read one
 RANDOM_ORDERS = 3  # `bert heads --study`'s control: random orders of masking, averaged
 SEARCH_SETTINGS = search_settings()
+RECIPE_SETTINGS = ("epochs", "batch_size", "learning_rate")  # left None: the task's recipe
 
 
 @dataclasses.dataclass
@@ -280,7 +282,8 @@ class FinetuneConfig(Settings):
                                  "Google folder, with vocab.txt), or from a model finetune "
                                  "wrote (its head too where alike)", metavar="DIR")
     max_len: int | None = setting(None, "tokens per example, at most the model's positions; "
-                                        "longer pairs are truncated, the longer sentence first",
+                                        "a longer input is truncated (a pair's longer sentence "
+                                        "first) or, tagging and SQuAD, cut into windows",
                                   kind=positive_int, default_help="the task's: 128, 384 for SQuAD")
     stride: int = setting(128, "tagging and SQuAD: tokens between the starts of two windows "
                                "of one long input", kind=positive_int)
@@ -297,9 +300,10 @@ class FinetuneConfig(Settings):
     seed: int = setting(1, "first seed", kind=non_negative_int)
     seeds: int = setting(1, "number of seeds to run; the result is reported as mean ± std",
                          kind=positive_int)
-    dev_size: int = setting(HELD_OUT_DEV, "with no dev file: last train examples held out to "
-                                          "pick the best epoch; 0 trains on every example and "
-                                          "keeps the last epoch", kind=non_negative_int)
+    dev_size: int | None = setting(None, "with no dev file: last train examples held out to "
+                                         "pick the best epoch; 0 trains on every example and "
+                                         "keeps the last epoch", kind=non_negative_int,
+                                   default_help=DEV_SIZE_HELP)
     swap_augment: bool = setting(True, "MRPC: do not add each train pair in the other sentence "
                                        "order", spelling="--no-swap")
     pooling: str = setting("cls", "what a sentence classifier reads: 'cls' (BERT's pooled "
@@ -317,6 +321,8 @@ class FinetuneConfig(Settings):
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
+    # No flag: the RECIPE_SETTINGS given (flags or Python), not the recipe's; a search fixes them.
+    recipe_given: tuple = None
 
     def __post_init__(self):
         """Fill what was left to the task: its name for own data, its recipe, its folder."""
@@ -326,7 +332,9 @@ class FinetuneConfig(Settings):
             self.task = "conll2003"
         task_class = TASKS.get(self.task)
         recipe = task_class.recipe if task_class else {}
-        for name in ("epochs", "batch_size", "learning_rate"):
+        if self.recipe_given is None:  # first made, not a copy
+            self.recipe_given = tuple(n for n in RECIPE_SETTINGS if getattr(self, n) is not None)
+        for name in RECIPE_SETTINGS:
             if getattr(self, name) is None:
                 setattr(self, name, recipe.get(name))
         if not self.output_dir:
@@ -383,10 +391,10 @@ class FinetuneConfig(Settings):
             if path and not Path(path).is_file():
                 raise UserError(f"--{flag} {path}: no such file")
         if self.search:
-            from nlp_tutorials.training.search import import_optuna, read_space
+            from nlp_tutorials.training.search import import_optuna, search_space
 
             import_optuna()
-            read_space(self.search_space)
+            search_space(self)
         require_folder(self.init_from, "--init-from", "a pretrained BERT (config.json or "
                        "bert_config.json, vocab.txt, weights) or a fine-tuned model (model.keras)")
         _check_cluster(self.strategy)

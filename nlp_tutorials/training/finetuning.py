@@ -5,10 +5,10 @@ feeding a 2-way :class:`~nlp_tutorials.heads.SequenceClassifier`) trains with th
 AdamW, linear warm-up over 10% of the steps, then linear decay. The task
 (:mod:`nlp_tutorials.tasks`) reads, encodes, builds the head and scores; this module only runs
 the model. MRPC has no official dev split in the original files, so the last ``dev_size``
-(default 408, GLUE's dev size) train pairs are held out: the epoch with the best dev accuracy is
-kept, and only that model is scored on the test split. With ``dev_size`` 0 every train pair
-trains and the last epoch is kept: the usual second stage once a recipe (its number of epochs
-above all) has been chosen on dev.
+(by default a tenth of train, at most 408: GLUE's dev size) train pairs are held out: the epoch
+with the best dev accuracy is kept, and only that model is scored on the test split. With
+``dev_size`` 0 every train pair trains and the last epoch is kept: the usual second stage once
+a recipe (its number of epochs above all) has been chosen on dev.
 
 ``--init-from DIR`` starts instead from real pretrained weights (see
 :mod:`nlp_tutorials.models.pretrained`), or from a model ``finetune`` wrote: its encoder, and
@@ -35,7 +35,7 @@ from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.provenance import run_provenance
-from nlp_tutorials.tasks.base import Task, counted, model_arrays
+from nlp_tutorials.tasks.base import Task, counted, model_arrays, reported
 from nlp_tutorials.tasks.metrics import mean_std
 from nlp_tutorials.text.tokenization import WordTokenizer, load_tokenizer
 from nlp_tutorials.training import distribute
@@ -52,19 +52,20 @@ from nlp_tutorials.training.optimization import make_optimizer
 RESULTS_FILE = "results.json"
 
 
-def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None, printer=print):
+def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None):
     """The backbone to fine-tune and its tokenizer.
 
     A real pretrained BERT from ``init_from`` (with its own WordPiece vocabulary), else the
     checkpoint ``train`` left in ``model_dir``, else (``from_scratch``) a fresh model of the
     default pre-training size, its word vocabulary learnt from the train file of ``task``
-    (None: the task ``config`` names). ``printer`` hears a checkpoint's note (pre-training heads
-    it lacks), so a recipe search's trials, which print nothing, leave it out.
+    (None: the task ``config`` names).
     """
     if config.init_from:
         from nlp_tutorials.models.bert import BERT
 
-        return (BERT.from_pretrained(config.init_from, printer=printer),
+        # Fine-tuning never uses the pre-training heads: a checkpoint without them (a sentence
+        # encoder's) is as good, and loading says nothing of them.
+        return (BERT.from_pretrained(config.init_from, printer=lambda note: None),
                 load_tokenizer(config.init_from))
     if not config.from_scratch:
         if not latest_checkpoint(config.model_dir):
@@ -79,14 +80,14 @@ def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None, pri
     return build_model(model_config, config.seed), tokenizer
 
 
-def starting_point(config: FinetuneConfig, task: Task | None = None, printer=print):
+def starting_point(config: FinetuneConfig, task: Task | None = None):
     """(backbone, tokenizer, earlier head or None): :func:`backbone_and_tokenizer`'s, or, when
     ``init_from`` holds a model ``finetune`` wrote (``model.keras``), its backbone, its
     tokenizer and its head, whose own layers :func:`carry_head` hands on."""
     if config.init_from and (Path(config.init_from) / MODEL_FILE).is_file():
         earlier = load_finetuned(config.init_from)
         return earlier.head.backbone, earlier.tokenizer, earlier.head
-    return (*backbone_and_tokenizer(config, task, printer), None)
+    return (*backbone_and_tokenizer(config, task), None)
 
 
 def head_layers(head) -> list:
@@ -183,8 +184,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
     the epoch kept, from 1). ``after_epoch(epoch, dev score)``, if given, hears each epoch's
     ``task.selection_score`` (a recipe search stops an unpromising trial from there).
-    ``note_printer`` (default ``printer``) hears what loading the checkpoint notes: a run of
-    several seeds says it once.
+    ``note_printer`` (default ``printer``) hears which of an earlier model's layers the head
+    starts from: a run of several seeds says it once.
 
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
@@ -194,7 +195,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     note_printer = note_printer or printer
     with strategy.scope():
         backbone, tokenizer, earlier = starting_point(dataclasses.replace(config, seed=seed),
-                                                      task, note_printer)
+                                                      task)
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
     keras.utils.set_random_seed(seed)
@@ -202,7 +203,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
         head = new_head(task, backbone, config, earlier, note_printer)
         compile_for_epochs(head, train, config.epochs, config.batch_size, config.learning_rate,
                            config.warmup_fraction, config.weight_decay)
-    metric_name = task.metrics[0][1]
+    metric_key, metric_name = task.metrics[0]
     best = (-math.inf, None, None, config.epochs)  # (score, weights, dev scores, epoch)
 
     def end_of_epoch(epoch, metrics):
@@ -230,7 +231,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     # model.keras, which only prediction reads: the file is a third of the size.
     head.optimizer = None
     kept = ("last epoch (no dev examples)" if dev.arrays is None
-            else f"epoch {best[3]}, best dev {metric_name} {best[0]:.3f}")
+            else f"epoch {best[3]}, best dev {metric_name} {reported(metric_key, best[0])}")
     test_scores = None
     if test.arrays is not None:
         test_scores = score_examples(head, task, test.examples, test.arrays)

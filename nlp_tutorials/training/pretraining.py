@@ -58,7 +58,8 @@ from nlp_tutorials.training.checkpoints import (
 from nlp_tutorials.training.config import TrainConfig
 from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
 from nlp_tutorials.training.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
-from nlp_tutorials.training.pretraining_evaluation import describe_predictions, score_on_test
+from nlp_tutorials.training.pretraining_evaluation import (describe_continuation,
+                                                          describe_predictions, score_on_test)
 
 TRAIN_CONFIG_NAME = "train_config.json"
 # Under --jit, batch lengths are rounded up to a multiple of this: XLA compiles each distinct
@@ -377,11 +378,10 @@ def train_in_phases(model, manager, data, strategy, config: TrainConfig, tokeniz
     step: a traced step keeps the variables it was traced with.
     """
     batches = training_batches(data, config, progress.start)
-    hooks = ()
-    if config.model_type == "bert":  # only BERT's batches hold masked tokens to show
-        hooks = (Hook(config.sample_every,
-                      lambda step, batch, metrics: progress.note(
-                          describe_predictions(model, tokenizer, batch))),)
+    # BERT shows its guesses at a batch's masked tokens; GPT continues a batch's first words.
+    describe = describe_predictions if config.model_type == "bert" else describe_continuation
+    hooks = (Hook(config.sample_every,
+                  lambda step, batch, metrics: progress.note(describe(model, tokenizer, batch))),)
     settings = dict(
         strategy=strategy, total=config.steps, progress=progress, hooks=hooks,
         logs=Logs(str(Path(config.model_dir) / "logs"), config.log_every),

@@ -1,7 +1,9 @@
 """Scoring a pre-trained GPT or BERT on MRPC's test split, and showing what it predicts.
 
 :func:`~nlp_tutorials.training.pretraining.pretrain` calls :func:`evaluate` once the run is
-over, and :func:`describe_predictions` now and then while it trains (BERT).
+over, and now and then while it trains (``--sample-every``) shows an example:
+:func:`describe_predictions` (BERT's masked tokens) or :func:`describe_continuation` (GPT's
+next words).
 """
 import functools
 import math
@@ -9,6 +11,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials.models.decoding import decode, gpt_stepper
 from nlp_tutorials.sources.mrpc import MrpcPretrainingData
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.packing import trim_padding
@@ -25,6 +28,21 @@ def describe_predictions(model, tokenizer, batch, row: int = 0) -> str:
     targets = tokenizer.convert_ids_to_tokens(single["mlm_ids"].numpy()[0][real])
     predicted = tokenizer.convert_ids_to_tokens(np.argmax(logits.numpy()[0], -1)[real])
     return f"  target:    {' '.join(targets)}\n  predicted: {' '.join(predicted)}"
+
+
+def describe_continuation(model, tokenizer, batch, row: int = 0, prompt_words: int = 6,
+                          new_tokens: int = 10) -> str:
+    """One example of what a GPT has learnt: the first ``prompt_words`` tokens of a training
+    sequence and its greedy continuation of them (up to ``new_tokens``, or [SEP]), as two
+    lines. Decoded eagerly: a few tokens now and then are not worth compiling a step."""
+    ids = batch["input_ids"].numpy()[row]
+    words = ids[1:][ids[1:] != tokenizer.pad_id][:prompt_words]  # after [CLS]
+    prompt = np.concatenate([ids[:1], words])[None].astype(np.int32)
+    room = model.config.max_position_embeddings - prompt.shape[1] + 1  # the last is not fed
+    step, cache = gpt_stepper(model, 1, compiled=False)
+    new, _ = decode(step, cache, prompt, min(new_tokens, room), stop_id=tokenizer.sep_id)
+    return (f"  prompt:    {' '.join(tokenizer.convert_ids_to_tokens(words))}\n"
+            f"  continued: {' '.join(tokenizer.convert_ids_to_tokens(new[0]))}")
 
 
 def score_on_test(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None,

@@ -4,13 +4,14 @@ The BERT paper chose each task's learning rate, batch size and epochs from a sma
 Here every trial trains on train less a share held out for the search (a tenth unless
 ``--search-held-out`` says otherwise; drawn once, from the run's seed) and is scored on that
 share, so dev keeps choosing the final run's epoch and test is scored once, by the final run
-alone. The space is a grid of declared choices; Optuna's grid sampler takes its settings in a
-seeded random order, none twice (a repeat would cost a whole trial), and its median pruner
-stops a trial whose held-out score after an epoch before its last (from the first on, or from
-``--search-stop-from``) is below the median of the trials before it at that epoch. Every trial
-goes to ``search.json`` as it ends, so a search killed or stopped with Ctrl-C goes on from the
-trials it has when run again. The best trial's settings then fine-tune on the whole of train
-(:func:`nlp_tutorials.training.finetuning.finetune`).
+alone. The space is a grid of declared choices, less the settings given on the command line
+(``--epochs 1`` keeps every trial at one epoch: the search varies the others); Optuna's grid
+sampler takes its settings in a seeded random order, none twice (a repeat would cost a whole
+trial), and its median pruner stops a trial whose held-out score after an epoch before its last
+(from the first on, or from ``--search-stop-from``) is below the median of the trials before it
+at that epoch. Every trial goes to ``search.json`` as it ends, so a search killed or stopped
+with Ctrl-C goes on from the trials it has when run again. The best trial's settings then
+fine-tune on the whole of train (:func:`nlp_tutorials.training.finetuning.finetune`).
 
 Why Optuna rather than KerasTuner: docs/tasks.md ("Searching the recipe").
 """
@@ -29,6 +30,7 @@ from nlp_tutorials.system.json_files import read_json, read_json_object
 from nlp_tutorials.system.outputs import Interrupted
 from nlp_tutorials.system.settings import (default_of, flag_of, non_negative_int, positive_int,
                                            setting, share)
+from nlp_tutorials.tasks.base import reported
 from nlp_tutorials.training.distribute import check_batch_size
 
 SEARCH_FILE = "search.json"
@@ -45,8 +47,9 @@ def search_settings() -> dict:
     return {
         "search": setting(0, "choose the recipe first by this many trials, each trained on train "
                              "less a held-out part and scored on that part (never on dev or "
-                             "test); the best then trains on all of train. Needs Optuna: pip "
-                             "install 'nlp_tutorials[search]'", kind=non_negative_int,
+                             "test); the best then trains on all of train. --epochs, "
+                             "--batch-size or --learning-rate given stay fixed. Needs Optuna: "
+                             "pip install 'nlp_tutorials[search]'", kind=non_negative_int,
                           metavar="TRIALS", default_help="0: no search"),
         "search_space": setting("", "with --search: a JSON object of the choices to try, "
                                     "{{setting: [values]}}, among " + ", ".join(SEARCHABLE),
@@ -116,6 +119,31 @@ def read_space(path: str) -> dict:
     return space
 
 
+def fixed_settings(config) -> dict:
+    """The recipe settings ``config`` was given (``--epochs 1``), which a search keeps as they
+    are: {name: value}."""
+    return {name: getattr(config, name) for name in config.recipe_given}
+
+
+def search_space(config) -> dict:
+    """What the search varies: ``--search-space``'s choices (the BERT paper's grid without one)
+    less the settings given on the command line, which stay fixed. A file that varies a setting
+    also given, or nothing left to vary, is refused in one line."""
+    space, fixed = read_space(config.search_space), fixed_settings(config)
+    given = " ".join(f"{flag_of(config, name)} {setting_text(value)}"
+                     for name, value in fixed.items())
+    varied_too = [name for name in fixed if config.search_space and name in space]
+    if varied_too:
+        raise UserError(f"{given}: --search-space {config.search_space} varies "
+                        f"{', '.join(varied_too)} too; expected the flag or the file's "
+                        f"choices, not both")
+    space = {name: values for name, values in space.items() if name not in fixed}
+    if not space:
+        raise UserError(f"--search {config.search} with {given}: nothing left to search; "
+                        f"expected fewer of these flags, or --search-space FILE")
+    return space
+
+
 def held_out_task(task, share: float, seed: int):
     """A copy of ``task`` whose train is its train less a random ``share`` (at least one
     example), whose dev is that share and which has no test: what the trials read."""
@@ -134,11 +162,12 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
     ``task``, each one ``train_once`` (:func:`~nlp_tutorials.training.finetuning.finetune_once`);
     return (``config`` with the best trial's settings, what results.json keeps of the search)."""
     optuna = import_optuna()
-    space = read_space(config.search_space)
+    space, fixed = search_space(config), fixed_settings(config)
     for batch_size in space.get("batch_size", ()):  # each must split across the replicas
         check_batch_size(batch_size, strategy)
     log = SearchLog(Path(output_dir) / SEARCH_FILE, space, config.seed,
-                    config.search_held_out)
+                    config.search_held_out, fixed)
+    score_key = task.metrics[0][0]
     study = optuna.create_study(
         direction="maximize", sampler=optuna.samplers.GridSampler(space, seed=config.seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=2,
@@ -152,6 +181,7 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
     printer(f"recipe search: {total} trials over {describe_space(space)}"
             + (f" (every setting of it: --search {config.search} asked for more)"
                if total < config.search else "")
+            + (f"; fixed: {describe_settings(fixed)}" if fixed else "")
             + f"; each scored on {len(trial_task.examples('dev')):,} train examples held out "
               f"for it" + (f", none stopped before the end of epoch {config.search_stop_from}"
                            if config.search_stop_from > 1 else "")
@@ -162,7 +192,7 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
                     for name, values in space.items()}
         record = run_trial(optuna, trial, settings, config, trial_task, strategy, train_once)
         log.add(record)
-        printer(trial_line(len(log.trials), total, record))
+        printer(trial_line(len(log.trials), total, record, score_key))
         if record["state"] == "pruned":
             raise optuna.TrialPruned()
         return record["score"]
@@ -172,7 +202,7 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted; {len(log.trials)} trial(s) kept in {log.path}: "
                           f"the same command goes on from them") from None
-    return chosen(config, log, printer)
+    return chosen(config, log, score_key, printer)
 
 
 def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once) -> dict:
@@ -213,19 +243,21 @@ def recorded_trial(optuna, record: dict, distributions: dict):
 
 
 class SearchLog:
-    """``search.json``: the space, the seed, the held-out share and every trial so far,
-    written whole after each trial. One made with another of those three is refused rather than
-    mixed in."""
+    """``search.json``: the space, the seed, the held-out share, the settings fixed by flags
+    and every trial so far, written whole after each trial. One made with another of those
+    four is refused rather than mixed in."""
 
-    def __init__(self, path: Path, space: dict, seed: int, held_out_share: float):
+    def __init__(self, path: Path, space: dict, seed: int, held_out_share: float,
+                 fixed: dict):
         self.path, self.head = path, {"space": space, "seed": seed,
-                                      "held_out_share": held_out_share}
+                                      "held_out_share": held_out_share, "fixed": fixed}
         self.trials = []
         if path.is_file():
-            saved = read_json_object(path)
+            saved = {"fixed": {}, **read_json_object(path)}  # older files fixed nothing
             if {key: saved.get(key) for key in self.head} != self.head:
-                raise UserError(f"{path} holds a search of another space, seed or held-out "
-                                f"share; remove it, or choose another --output-dir")
+                raise UserError(f"{path} holds a search of another space, seed, held-out "
+                                f"share or fixed settings; remove it, or choose another "
+                                f"--output-dir")
             self.trials = saved["trials"]
 
     def add(self, record: dict) -> None:
@@ -235,9 +267,9 @@ class SearchLog:
                                                 indent=2) + "\n")
 
 
-def chosen(config, log: SearchLog, printer) -> tuple:
+def chosen(config, log: SearchLog, score_key: str, printer) -> tuple:
     """(``config`` with the best complete trial's settings, the search's summary), after
-    printing every trial best first."""
+    printing every trial best first (scores as the task's ``score_key`` is reported)."""
     complete = [t for t in log.trials if t["state"] == "complete"]
     if not complete:
         raise UserError(f"no trial of {log.path} ran to its end; expected --search of at "
@@ -245,13 +277,14 @@ def chosen(config, log: SearchLog, printer) -> tuple:
     ranked = sorted(log.trials, key=lambda t: (t["state"] != "complete", -t["score"]))
     printer("trials, best first:")
     for record in ranked:
-        printer("  " + trial_line(record["number"] + 1, len(log.trials), record))
+        printer("  " + trial_line(record["number"] + 1, len(log.trials), record, score_key))
     best = ranked[0]
     printer(f"chosen: {describe_settings(best['settings'])}; now on all of train")
     summary = {"settings": best["settings"], "held_out_score": best["score"],
                "trials": len(log.trials), "pruned": len(log.trials) - len(complete),
                "seconds": round(sum(t["seconds"] for t in log.trials), 1),
-               "held_out_share": config.search_held_out, "stop_from": config.search_stop_from}
+               "held_out_share": config.search_held_out, "stop_from": config.search_stop_from,
+               "fixed": log.head["fixed"]}
     return dataclasses.replace(config, **best["settings"]), summary
 
 
@@ -269,13 +302,14 @@ def describe_space(space: dict) -> str:
                      for name, values in space.items())
 
 
-def trial_line(number: int, total: int, record: dict) -> str:
-    """``trial 3/12: learning_rate 3e-05, batch_size 16, epochs 3: held-out 0.812 at epoch 2
-    (41 s)``, or ``... stopped after epoch 1: 0.512 ...``."""
+def trial_line(number: int, total: int, record: dict, score_key: str) -> str:
+    """``trial 3/12: learning_rate 3e-05, batch_size 16, epochs 3: held-out 81.2% at epoch 2
+    (41 s)``, or ``... stopped after epoch 1: 51.2% ...``: the score as the task's
+    ``score_key`` is reported everywhere (:func:`~nlp_tutorials.tasks.base.reported`)."""
     if record["state"] == "complete":
-        outcome = f"held-out {record['score']:.4f} at epoch {record['epoch']}"
+        outcome = f"held-out {reported(score_key, record['score'])} at epoch {record['epoch']}"
     else:
         outcome = (f"stopped after epoch {len(record['epoch_scores'])}: "
-                   f"{record['epoch_scores'][-1]:.4f}")
+                   f"{reported(score_key, record['epoch_scores'][-1])}")
     return (f"trial {number}/{total}: {describe_settings(record['settings'])}: {outcome} "
             f"({record['seconds']:.0f} s)")

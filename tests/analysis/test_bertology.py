@@ -232,8 +232,8 @@ def test_masking_study_masks_least_important_first_and_averages_the_random_order
         mean = {name: np.mean([score(m)[name] for m in randoms]) for name in ("accuracy", "f1")}
         assert study["random_order"][share] == pytest.approx(mean, abs=1e-12)
         assert lines[share] == (f"{share * 10:3d}% of the heads masked: accuracy "
-                                f"{score(by_importance)['accuracy']:.3f} (least important first), "
-                                f"{mean['accuracy']:.3f} (random order, mean of 3)")
+                                f"{100 * score(by_importance)['accuracy']:.1f}% (least important "
+                                f"first), {100 * mean['accuracy']:.1f}% (random order, mean of 3)")
     # Each random order masks more heads of the same order as the share grows...
     for before, after in zip(random_masks, random_masks[1:]):
         assert any(all(np.all(after[j] <= before[i]) for i, j in enumerate(matching))

@@ -6,6 +6,7 @@ command line and from Python alike, and every command reaches its run function w
 settings its flags describe.
 """
 import dataclasses
+import os
 import re
 
 import pytest
@@ -99,7 +100,9 @@ def test_every_flag_is_in_the_help_with_the_default_its_field_declares(
         capsys, monkeypatch, model, command):
     helps = help_of(capsys, monkeypatch, model, command)
     flags = expected_flags(model, command)
-    assert set(helps) == set(flags)
+    # --verbose, no setting, comes with every command that starts TensorFlow.
+    starts = next(c for c in FAMILIES[model].commands if c.name == command).starts_tensorflow
+    assert set(helps) == set(flags) | ({"--verbose"} if starts else set())
     words = FAMILIES[model].words
     for name, (field, default) in flags.items():
         flag = field.metadata[FLAG]
@@ -109,6 +112,51 @@ def test_every_flag_is_in_the_help_with_the_default_its_field_declares(
             assert "(default" not in helps[name].replace(flag_help(flag), ""), name
         else:
             assert helps[name].endswith(f"(default {default})"), (name, helps[name])
+
+
+@pytest.mark.parametrize("model, shown, fine_tuned", [
+    ("bert", "MRPC test pairs, or a fine-tuned model's test (else dev) examples, to include",
+     True),
+    ("gpt", "MRPC test pairs to include", False),
+    ("transformer", "held-out dates to include", False),
+])
+def test_explore_s_help_speaks_of_the_family_s_own_models_and_examples(
+        capsys, monkeypatch, model, shown, fine_tuned):
+    helps = help_of(capsys, monkeypatch, model, "explore")
+    assert helps["--n"].startswith(shown)
+    # Only BERT is fine-tuned: its task's files and `bert heads`' importances are BERT's flags.
+    assert ("fine-tuned" in helps["--model-dir"]) == fine_tuned
+    assert ({"--data", "--importance"} <= set(helps)) == fine_tuned
+    if model == "transformer":
+        assert not any("MRPC" in text for text in helps.values())
+
+
+def test_predict_s_help_names_the_inputs_of_every_task(capsys, monkeypatch):
+    """A sentence task reads plain lines, a pair task two texts a line separated by a tab."""
+    text = help_of(capsys, monkeypatch, "bert", "predict")["input"]
+    assert "TSV" not in text and text.startswith("the inputs, one a line as the model's task "
+                                                 "reads them (a sentence, or two separated by "
+                                                 "a tab;")
+
+
+@pytest.mark.parametrize("user_level, verbose, level", [
+    (None, False, None), (None, True, "0"), ("3", True, "3"), ("1", False, "1")])
+def test_verbose_shows_tensorflow_s_log_unless_the_user_set_its_level(
+        calls, capsys, monkeypatch, user_level, verbose, level):
+    """--verbose sets TF_CPP_MIN_LOG_LEVEL=0 before TensorFlow starts; without it the level
+    is left for start_tensorflow's default (2); a level the user set is never changed."""
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    if user_level is not None:
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", user_level)
+    argv = ["translate", "98-02-26", *(["--verbose"] if verbose else [])]
+    assert run_main(capsys, "transformer", argv)[0] == 0
+    assert calls["transformer", "translate"]  # the run was reached, after the level was set
+    assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == level
+
+
+def test_a_command_that_never_starts_tensorflow_has_no_verbose(capsys):
+    status, _, err = run_main(capsys, "bert", ["plot", "--verbose"])
+    assert status == 2 and "unrecognized arguments: --verbose" in err
 
 
 def test_a_field_without_flag_metadata_is_no_flag(calls, capsys, monkeypatch):

@@ -6,13 +6,13 @@ from nlp_tutorials.training.config import TrainConfig
 
 
 def pretrain_gpt(folder):
-    """``folder/gpt``: a tiny GPT pre-trained for 4 steps; ``folder/printed.txt``: what the run
-    printed."""
+    """``folder/gpt``: a tiny GPT pre-trained for 4 steps, showing a continuation every 2;
+    ``folder/printed.txt``: what the run printed."""
     from nlp_tutorials.training.pretraining import pretrain
 
     config = TrainConfig(model_type="gpt", model_dir=str(folder / "gpt"), dim=32, layers=1,
                          heads=2, max_len=32, batch_size=64, steps=4, checkpoint_every=4,
-                         log_every=2)
+                         log_every=2, sample_every=2)
     printed = []
     pretrain(config, printer=printed.append)
     (folder / "printed.txt").write_text("\n".join(printed), encoding="utf-8")
@@ -34,6 +34,14 @@ def generate(capsys, model_dir, *flags):
 @pytest.mark.slow
 def test_train_ends_with_test_perplexity(trained):
     assert "perplexity" in trained[1].splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_train_shows_a_continuation_every_sample_every_steps(trained):
+    lines = trained[1].splitlines()
+    prompts = [i for i, line in enumerate(lines) if line.startswith("  prompt:    ")]
+    assert len(prompts) == 2  # after steps 2 and 4
+    assert all(lines[i + 1].startswith("  continued: ") for i in prompts)
 
 
 @pytest.mark.slow

@@ -51,3 +51,17 @@ def test_filtered_stderr_without_a_pattern_leaves_stderr_alone(capfd):
     with filtered_stderr(None):
         os.write(2, f"{ONEDNN}\n".encode())
     assert capfd.readouterr().err == f"{ONEDNN}\n"
+
+
+def test_absl_s_python_log_keeps_its_errors_only_when_quiet():
+    from absl import logging
+
+    from nlp_tutorials.system.startup import quiet_python_logs
+
+    before = logging.get_verbosity()
+    try:
+        logging.set_verbosity(logging.INFO)
+        quiet_python_logs()
+        assert logging.get_verbosity() == logging.ERROR
+    finally:
+        logging.set_verbosity(before)

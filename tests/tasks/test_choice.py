@@ -207,7 +207,7 @@ def test_predictions_are_the_softmax_arg_max_and_accuracy_matches_scikit_learn()
     assert [p.label for p in predictions] == logits.argmax(axis=1).tolist()
     assert task.score(examples, predictions) == {"accuracy": pytest.approx(accuracy_score(
         [e.label for e in examples], logits.argmax(axis=1)))}
-    assert task.describe({"accuracy": 0.25}) == "accuracy 0.250"
+    assert task.describe({"accuracy": 0.25}) == "accuracy 25.0%"
 
 
 def test_evaluate_s_file_names_each_question_by_its_id_and_the_chosen_label():

@@ -252,7 +252,7 @@ def test_evaluate_writes_conlleval_s_input_and_scores_entities():
     scores = task.score(test, predicted)
     assert (scores["precision"], scores["recall"]) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
     assert scores["f1_PER"] == 1.0 and scores["recall_LOC"] == 0.5
-    assert task.describe(scores) == "F1 0.667 precision 0.667 recall 0.667"
+    assert task.describe(scores) == "F1 66.7 precision 66.7 recall 66.7"
 
 
 # --- a real model ---------------------------------------------------------------------------------

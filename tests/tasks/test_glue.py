@@ -241,7 +241,7 @@ def test_sts_b_predicts_a_score_and_is_scored_as_scipy_scores_it():
     gold, predicted = [e.label for e in examples], outputs[:, 0]
     assert task.score(examples, predictions) == pytest.approx(
         {"pearson": pearsonr(gold, predicted)[0], "spearman": spearmanr(gold, predicted)[0]})
-    assert task.describe({"pearson": 0.8812, "spearman": 0.87}) == "Pearson 0.881 Spearman 0.870"
+    assert task.describe({"pearson": 0.8812, "spearman": 0.87}) == "Pearson 88.1 Spearman 87.0"
     assert task.format_prediction(examples[0], ScorePrediction(3.81666)) == (
         "3.817\tA plane is taking off.\tAn air plane is taking off.")
     suffix, text = task.prediction_file(examples[:2], [ScorePrediction(4.5), ScorePrediction(1)])

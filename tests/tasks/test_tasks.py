@@ -66,8 +66,8 @@ def test_mrpc_predictions_are_the_softmax_arg_max_and_scores_match_scikit_learn(
     scores = task.score(examples, predictions)
     assert scores == {"accuracy": pytest.approx(accuracy_score(labels, predicted)),
                       "f1": pytest.approx(f1_score(labels, predicted))}
-    assert task.describe(scores) == (f"accuracy {scores['accuracy']:.3f} "
-                                     f"F1 {scores['f1']:.3f}")
+    assert task.describe(scores) == (f"accuracy {100 * scores['accuracy']:.1f}% "
+                                     f"F1 {100 * scores['f1']:.1f}")
 
 
 def test_a_summary_shows_a_spread_only_over_several_seeds():
@@ -75,6 +75,8 @@ def test_a_summary_shows_a_spread_only_over_several_seeds():
     summary = {"accuracy": (0.8123, 0.0061), "f1": (0.871, 0.0)}
     assert task.describe_mean_std(summary, 3) == "accuracy 81.2 ± 0.6%, F1 87.1 ± 0.0"
     assert task.describe_mean_std(summary, 1) == "accuracy 81.2%, F1 87.1"
+    # One run's scores on the same scale as the summary: epoch lines, seed lines, evaluate.
+    assert task.describe({"accuracy": 0.8123, "f1": 0.871}) == "accuracy 81.2% F1 87.1"
 
 
 def test_mrpc_reads_predict_lines_and_writes_predict_s_columns():

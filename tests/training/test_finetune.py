@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.training.config import FinetuneConfig
-from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR, load_mrpc
 from nlp_tutorials.system.errors import UserError
+from support import run_main
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +38,51 @@ def finetuned(pretrained_bert, tmp_path_factory):
 
 
 def test_train_dev_split_is_glue_sized():
-    from nlp_tutorials.tasks.base import split_train_dev
+    from nlp_tutorials.tasks.base import default_dev_size, split_train_dev
 
+    assert default_dev_size(4076) == 408  # a tenth of MRPC's train pairs: GLUE's dev
     train, dev = split_train_dev(load_mrpc("train"), 408)
     assert (len(train), len(dev)) == (3668, 408)
     assert dev[-1] == load_mrpc("train")[-1]
-    with pytest.raises(UserError, match="--dev-size 5000: expected 0 to 4075"):
+    with pytest.raises(UserError, match="^--dev-size 5000: train holds 4,076 examples; "
+                                        "expected 0 to 4075$"):
         split_train_dev(load_mrpc("train"), 5000)
     train, dev = split_train_dev(load_mrpc("train"), 0)
     assert (len(train), dev) == (4076, [])
+
+
+def small_train_file(folder, pairs: int):
+    """An MRPC-style train file of the first ``pairs`` shipped train pairs (no dev file)."""
+    lines = (DEFAULT_DATA_DIR / "msr_paraphrase_train.txt").read_text(
+        encoding="utf-8-sig").splitlines()
+    path = folder / "train.txt"
+    path.write_text("\n".join(lines[:pairs + 1]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("pairs, held, said", [
+    (200, 20, "train.txt: 200 examples, fewer than 4,080; the last 20 (a tenth) held out as "
+              "dev"),
+    (4, 0, "train.txt: 4 examples, fewer than 4,080; too few to hold out a tenth as dev: "
+           "none is"),
+])
+def test_the_default_dev_size_adapts_to_a_small_train_file_and_says_so(tmp_path, pairs, held,
+                                                                       said):
+    printed = []
+    config = FinetuneConfig(train=str(small_train_file(tmp_path, pairs)))
+    task = config.make_task(printed.append)
+    task.read_splits()
+    assert (len(task.examples("train")), len(task.examples("dev"))) == (pairs - held, held)
+    assert printed[0].startswith(f"train.txt: {pairs} sentence pairs") and printed[1] == said
+
+
+def test_an_explicit_dev_size_too_large_for_the_train_file_is_one_line(tmp_path):
+    path = small_train_file(tmp_path, 200)
+    result = run_main("bert", "finetune", "--train", str(path), "--dev-size", "408",
+                      "--output-dir", str(tmp_path / "out"))
+    assert result.returncode == 2 and result.stderr == (
+        "python -m nlp_tutorials.bert finetune: error: --dev-size 408: train.txt holds 200 "
+        "examples; expected 0 to 199\n")
 
 
 @pytest.mark.slow

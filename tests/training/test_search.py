@@ -3,6 +3,7 @@ the best settings trained on all of train; checked with MRPC cut small on a tiny
 import dataclasses
 import json
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -196,7 +197,7 @@ def test_the_held_out_share_and_the_first_epoch_to_stop_after_are_the_flags(mrpc
     assert stopped and all(len(t["epoch_scores"]) == 2 for t in stopped)
     assert (summary["held_out_share"], summary["stop_from"]) == (0.25, 2)
     # A search.json of another share is not mixed in.
-    with pytest.raises(UserError, match="holds a search of another space, seed or held-out share"):
+    with pytest.raises(UserError, match="holds a search of another space, seed, held-out "):
         search_recipe(dataclasses.replace(config, search_held_out=0.2), task, None, train_once,
                       tmp_path / "out", printer=printed.append)
 
@@ -329,3 +330,55 @@ class FixedOrder:
 
     def sample_independent(self, study, trial, name, distribution):
         return self.rates[trial.number] if name == "learning_rate" else distribution.choices[0]
+
+
+def test_a_recipe_flag_given_stays_fixed_and_the_search_varies_the_others(mrpc_folder,
+                                                                         tmp_path):
+    """--search 2 --epochs 1 over the paper's grid: every trial trains 1 epoch (the grid's
+    2, 3, 4 never run), the final run too, and search.json and the summary record it."""
+    from nlp_tutorials.training.search import SEARCH_FILE, search_recipe
+
+    config = search_config(mrpc_folder, tmp_path / "out", "", trials=2, epochs=1)
+    trial_epochs, printed = [], []
+
+    def train_once(trial_config, trial_task, *args, after_epoch, **kwargs):
+        trial_epochs.append(trial_config.epochs)
+        after_epoch(1, FIRST_EPOCH.get(trial_config.learning_rate, 0.5))
+
+    one_replica = types.SimpleNamespace(num_replicas_in_sync=1)  # the paper's batch sizes split
+    best, summary = search_recipe(config, config.make_task(printer=None), one_replica,
+                                  train_once, tmp_path / "out", printer=printed.append)
+    assert trial_epochs == [1, 1] and best.epochs == 1
+    assert printed[0].startswith("recipe search: 2 trials over learning_rate 5e-05, 4e-05, "
+                                 "3e-05, 2e-05; batch_size 16, 32; fixed: epochs 1;")
+    saved = json.loads((tmp_path / "out" / SEARCH_FILE).read_text())
+    assert "epochs" not in saved["space"] and saved["fixed"] == summary["fixed"] == {"epochs": 1}
+    assert all(set(t["settings"]) == {"learning_rate", "batch_size"} for t in saved["trials"])
+    # The same folder searched again with another fixed value is not mixed in.
+    with pytest.raises(UserError, match="another space, seed, held-out share or fixed"):
+        search_recipe(search_config(mrpc_folder, tmp_path / "out", "", trials=2, epochs=2),
+                      config.make_task(printer=None), one_replica, train_once, tmp_path / "out")
+
+
+def test_every_recipe_flag_given_or_one_the_space_file_varies_is_refused(tmp_path):
+    pytest.importorskip("optuna")
+    result = run_main("bert", "finetune", "--search", "2", "--epochs", "1", "--batch-size", "8",
+                      "--learning-rate", "1e-4")
+    assert result.returncode == 2 and result.stderr == (
+        "python -m nlp_tutorials.bert finetune: error: --search 2 with --epochs 1 "
+        "--batch-size 8 --learning-rate 0.0001: nothing left to search; expected fewer of "
+        "these flags, or --search-space FILE\n")
+    space = space_file(tmp_path, {"epochs": [2, 3], "learning_rate": [1e-4]})
+    result = run_main("bert", "finetune", "--search", "2", "--epochs", "1", "--search-space",
+                      space)
+    assert result.returncode == 2 and result.stderr == (
+        f"python -m nlp_tutorials.bert finetune: error: --epochs 1: --search-space {space} "
+        f"varies epochs too; expected the flag or the file's choices, not both\n")
+
+
+def test_the_recipe_left_to_the_task_is_not_fixed():
+    assert FinetuneConfig().recipe_given == ()
+    given = FinetuneConfig(epochs=1, learning_rate=1e-4)
+    assert given.recipe_given == ("epochs", "learning_rate")
+    # A copy with the search's choices keeps what the user gave, not what the search chose.
+    assert dataclasses.replace(given, batch_size=16).recipe_given == ("epochs", "learning_rate")

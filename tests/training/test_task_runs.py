@@ -176,6 +176,28 @@ def test_evaluate_scores_and_writes_what_the_head_predicts(finetuned, glue_folde
     assert rows[0] == "index\tprediction"
     assert [row.split("\t")[1] for row in rows[1:]] == [str(p) for p in predicted]
     assert printed[0] == described(glue_folder / "dev.tsv")
+    _, result, run_printed = finetuned
+    # evaluate prints the run's dev scores on the scale the run printed them.
+    assert printed[1] == f"MRPC dev: {shown_scores(scores, ' ')}"
+    assert printed[1].split(": ", 1)[1] in "\n".join(run_printed)
+
+
+def shown_scores(scores: dict, between: str) -> str:
+    """MRPC's scores as the docs' tables write them, worked out here: x100 to one decimal,
+    accuracy as a percentage."""
+    return (f"accuracy {100 * scores['accuracy']:.1f}%{between}"
+            f"F1 {100 * scores['f1']:.1f}")
+
+
+def test_the_epoch_seed_and_summary_lines_show_a_score_on_one_scale(finetuned):
+    """The one epoch's dev scores, the seed's kept epoch and the summary over seeds print the
+    same numbers for the same scores."""
+    _, result, printed = finetuned
+    dev = result["runs"][0]["dev"]
+    assert printed[2].startswith("seed 1 epoch 1: train loss ")
+    assert printed[2].endswith(f", dev {shown_scores(dev, ' ')}")
+    assert printed[3] == f"seed 1: epoch 1, best dev accuracy {100 * dev['accuracy']:.1f}%"
+    assert printed[4] == f"MRPC dev over 1 seed: {shown_scores(dev, ', ')}"
 
 
 def test_evaluate_without_the_split_names_what_to_pass(finetuned, tmp_path):
