@@ -151,7 +151,7 @@ def test_iterative_choice_measures_again_with_the_chosen_heads_masked(head, monk
     first = np.array([[0.1, 0.2, 0.9, 0.0], [0.3, 0.15, 0.7, 0.6]])
     measured_at = []
 
-    def importance(measured_head, arrays, head_mask):
+    def importance(measured_head, arrays, head_mask, display=None):
         assert measured_head is model and arrays == "dev pairs"
         measured_at.append(head_mask.copy())
         values = first.copy()

@@ -101,7 +101,7 @@ def scripted_training(calls: list, stop_at: int | None = None):
     """A stand-in for finetune_once whose epoch scores are FIRST_EPOCH's, scaled by the epoch:
     the search's bookkeeping, pruning and resuming checked without training. ``stop_at``: the
     call (from 1) that is Ctrl-C'd."""
-    def train_once(config, task, seed, strategy, printer, after_epoch):
+    def train_once(config, task, seed, strategy, printer, after_epoch, display):
         calls.append(config.learning_rate)
         if len(calls) == stop_at:
             raise KeyboardInterrupt
@@ -291,8 +291,8 @@ def test_a_trial_below_the_median_after_an_epoch_is_stopped(mrpc_folder, tmp_pat
         rates.append(config.learning_rate)
         return real_once(config, *args, **kwargs)
 
-    def score_examples(head, task, examples, arrays, head_mask=None):
-        scores = real_score(head, task, examples, arrays, head_mask)
+    def score_examples(head, task, examples, arrays, head_mask=None, display=None):
+        scores = real_score(head, task, examples, arrays, head_mask, display)
         return {**scores, "accuracy": {1e-3: 0.8, 1e-4: 0.7, 1e-5: 0.1}[rates[-1]]}
 
     monkeypatch.setattr(finetuning, "score_examples", score_examples)

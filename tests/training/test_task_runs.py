@@ -232,9 +232,9 @@ def test_squad2_keeps_the_epoch_best_at_its_tuned_threshold_each_seed_tuning_its
     scripted = [dict(f1=0.5, best_f1=0.5, best_threshold=1.5),   # each seed's first epoch
                 dict(f1=0.5, best_f1=0.7, best_threshold=2.5)]   # and its second
 
-    def score_examples(head, task, examples, arrays, head_mask=None):
+    def score_examples(head, task, examples, arrays, head_mask=None, display=None):
         thresholds_seen.append(task.null_threshold)
-        scores = real_score(head, task, examples, arrays, head_mask)
+        scores = real_score(head, task, examples, arrays, head_mask, display)
         return {**scores, **scripted[(len(thresholds_seen) - 1) % 2]}
 
     monkeypatch.setattr(finetuning, "score_examples", score_examples)
