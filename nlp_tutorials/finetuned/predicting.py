@@ -32,7 +32,7 @@ def predict(head, tokenizer, task: Task, lines, source: str, printer=print,
                 printer(task.format_prediction(example, prediction))
             done += len(pending)
             pending.clear()
-        if progress:
+        if progress and done:  # a file without examples says only so
             progress.update(read, examples=done)
 
     try:

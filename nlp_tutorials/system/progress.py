@@ -130,8 +130,9 @@ class Progress:
         """The plain line of ``step``: see the module's docstring."""
         parts = [f"{self.title + ': ' if self.title else ''}{self.unit} {step}/{self.total}",
                  duration(now - self.began)]
-        if rate is not None:
-            parts.append(f"{rate:.1f} {EXAMPLES_PER_SECOND}")
+        if rate is not None:  # two figures at least: 25.8, 0.032
+            parts.append(f"{rate:.1f}" if rate >= 1 else f"{rate:.2g}")
+            parts[-1] += f" {EXAMPLES_PER_SECOND}"
         first_step, _, first_time = self.first
         if first_step < step < self.total and now > first_time:
             per_step = (now - first_time) / (step - first_step)

@@ -133,20 +133,22 @@ def compile_for_epochs(head, train: dict, epochs: int, batch_size: int, learning
 class EpochProgress:
     """Training's progress epoch by epoch, as Keras' ``fit`` shows it: each epoch a
     :class:`~nlp_tutorials.system.progress.Progress` of its own on ``display``, titled
-    ``epoch 2/3``, its steps, time left and smoothed loss; the loop's steps count over the run."""
+    ``epoch 2/3``, its steps, time left and smoothed loss; the loop's steps count over the run.
+    Each epoch's starts when the one before has ended (:meth:`next_epoch`), its scores said."""
 
     def __init__(self, display: ProgressDisplay, epochs: int, steps_per_epoch: int,
                  batch_size: int):
         self.display, self.epochs, self.steps_per_epoch = display, epochs, steps_per_epoch
-        self.batch_size = batch_size
-        self.epoch = None
+        self.batch_size, self.number = batch_size, 0
+        self.next_epoch()
+
+    def next_epoch(self) -> None:
+        self.number += 1
+        self.epoch = self.display.named(f"epoch {self.number}/{self.epochs}").start(
+            self.steps_per_epoch, batch_size=self.batch_size)
 
     def update(self, step: int, metrics: dict) -> None:
-        epoch, within = divmod(step - 1, self.steps_per_epoch)
-        if within == 0:
-            self.epoch = self.display.named(f"epoch {epoch + 1}/{self.epochs}").start(
-                self.steps_per_epoch, batch_size=self.batch_size)
-        self.epoch.update(within + 1, metrics)
+        self.epoch.update(step - (self.number - 1) * self.steps_per_epoch, metrics)
 
 
 def train_epochs(head, train: dict, epochs: int, batch_size: int, rng, strategy,
@@ -162,16 +164,18 @@ def train_epochs(head, train: dict, epochs: int, batch_size: int, rng, strategy,
         lambda: batches(train, batch_size, rng, drop_remainder=True,
                         pad_id=head.backbone.config.pad_token_id), epochs)
     losses = []  # this epoch's, step by step
+    progress = (EpochProgress(display, epochs, steps_per_epoch, batch_size)
+                if display is not None else None)
 
     def epoch_done(step, batch, metrics):
         mean_loss = sum(losses) / len(losses)
         losses.clear()
         end_of_epoch(step // steps_per_epoch, {**metrics, "loss": mean_loss})
+        if progress and step // steps_per_epoch < epochs:
+            progress.next_epoch()
 
     hooks = (Hook(1, lambda step, batch, metrics: losses.append(metrics["loss"])),
              Hook(steps_per_epoch, epoch_done))  # in this order after each step
-    progress = (EpochProgress(display, epochs, steps_per_epoch, batch_size)
-                if display is not None else None)
     if train_steps(head, every_epoch, 1, epochs * steps_per_epoch, strategy=strategy,
                    progress=progress, hooks=hooks):
         raise KeyboardInterrupt

@@ -329,3 +329,25 @@ class FixedOrder:
 
     def sample_independent(self, study, trial, name, distribution):
         return self.rates[trial.number] if name == "learning_rate" else distribution.choices[0]
+
+
+def test_each_trial_shows_its_progress_under_its_number(mrpc_folder, tmp_path):
+    """A trial prints nothing of its own (its scores are the search's line), but its progress
+    goes to the search's printer, each trial's titled with its number."""
+    from nlp_tutorials.training.search import search_recipe
+
+    space = space_file(tmp_path, {"learning_rate": [1e-5, 2e-5], "epochs": [1]})
+    config = search_config(mrpc_folder, tmp_path / "out", space, trials=2)
+    printed = []
+
+    def train_once(trial_config, trial_task, seed, strategy, printer, after_epoch, display):
+        printer("a trial's own line")
+        progress = display.named("epoch 1/1").start(1)
+        progress.update(1)
+        after_epoch(1, FIRST_EPOCH[trial_config.learning_rate])
+
+    search_recipe(config, config.make_task(printer=None), None, train_once, tmp_path / "out",
+                  printer=printed.append)
+    shown = [line.split(" - ")[0] for line in printed if " - " in line]
+    assert shown == ["trial 1/2 epoch 1/1: step 1/1", "trial 2/2 epoch 1/1: step 1/1"]
+    assert "a trial's own line" not in printed
