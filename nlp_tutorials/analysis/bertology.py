@@ -166,26 +166,31 @@ def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
     """The task's scores on ``examples`` (encoded as ``arrays``) with the least important 0%,
     10%, ..., 90% of the heads masked, and the same shares masked in ``random_orders`` random
     orders (the control; their mean is reported). The passes done out of all are shown on
-    ``display`` if given."""
+    ``display`` if given, each share's line then printed below its bar."""
     layers, heads = importance.shape
     least_first = np.argsort(importance.ravel(), kind="stable")
     rng = np.random.default_rng(seed)
     randoms = [rng.permutation(layers * heads) for _ in range(random_orders)]
     result = {"shares": STUDY_SHARES, "importance_order": [], "random_order": []}
     metric, printed = task.metrics[0]
-    masks = [mask_of(order[:round(share * layers * heads)], layers, heads)
-             for share in STUDY_SHARES for order in [least_first] + randoms]
-    scores = shown_steps((score_examples(head, task, examples, arrays, head_mask=mask)
-                          for mask in masks), len(masks), display, unit="pass",
-                         batch_size=len(examples))
+    progress = display and display.start(len(STUDY_SHARES) * (1 + random_orders), unit="pass",
+                                         batch_size=len(examples))
+    passes = 0
     for share in STUDY_SHARES:
-        scored = [next(scores) for _ in range(1 + random_orders)]
+        scored = []
+        for order in [least_first] + randoms:
+            mask = mask_of(order[:round(share * layers * heads)], layers, heads)
+            scored.append(score_examples(head, task, examples, arrays, head_mask=mask))
+            passes += 1
+            if progress:
+                progress.update(passes)
         result["importance_order"].append(scored[0])
         result["random_order"].append(
             {name: float(np.mean([s[name] for s in scored[1:]])) for name in scored[0]})
-        printer(f"{share:4.0%} of the heads masked: {printed} {scored[0][metric]:.3f} "
-                f"(least important first), {result['random_order'][-1][metric]:.3f} "
-                f"(random order, mean of {random_orders})")
+        (progress.note if progress else printer)(
+            f"{share:4.0%} of the heads masked: {printed} {scored[0][metric]:.3f} "
+            f"(least important first), {result['random_order'][-1][metric]:.3f} "
+            f"(random order, mean of {random_orders})")
     return result
 
 

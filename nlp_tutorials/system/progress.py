@@ -1,8 +1,8 @@
 """Progress of long work (training steps, passes over examples): how far, how fast, how long.
 
-On a terminal (or in a notebook) a Keras :class:`keras.utils.Progbar` is redrawn in place: the
-steps done out of all, the time left, the time per step, and the values given (examples per
-second, the smoothed loss). Elsewhere (output to a file or a pipe) the bar's carriage returns
+On a terminal (or in a notebook) a Keras :class:`keras.utils.Progbar` is redrawn in place, below
+its title: the steps done out of all, the time left, the time per step, and the values given
+(examples per second, the smoothed loss). Elsewhere (output to a file or a pipe) the bar's carriage returns
 and colour codes would leave one line per redraw in the log, so instead one plain line goes to
 the printer for the first step, the last, and in between at most every
 :data:`PLAIN_LINE_SECONDS` seconds::
@@ -78,6 +78,8 @@ class Progress:
         if interactive:
             import keras
 
+            if title:  # on a line of its own above the bar, as Keras' fit writes "Epoch 1/3"
+                printer(title)
             self.bar = keras.utils.Progbar(total, stateful_metrics=(*SMOOTHED,
                                                                     EXAMPLES_PER_SECOND),
                                            unit_name=unit)

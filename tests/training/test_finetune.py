@@ -277,3 +277,23 @@ def test_training_shows_its_progress_within_each_epoch():
     # 2 examples a step, a step every 31 s; one step left after the second.
     assert re.fullmatch(r"seed 1 epoch 2/2: step 2/3 - 1:02 - 0\.065 examples/s - 31s left - "
                         r"loss: \d\.\d{4}", printed[5]), printed[5]
+
+
+def test_on_a_terminal_each_epoch_is_a_keras_bar_of_its_own(capsys):
+    from nlp_tutorials.system.progress import ProgressDisplay
+    from nlp_tutorials.training.finetuning import EpochProgress
+
+    progress = EpochProgress(ProgressDisplay(print, "seed 1", interactive=True), 2, 3, 4)
+    for step in (1, 2, 3):
+        progress.update(step, {"loss": 0.5})
+    print("seed 1 epoch 1: train loss 0.500")  # the epoch's scores, below its finished bar
+    progress.next_epoch()
+    for step in (4, 5, 6):
+        progress.update(step, {"loss": 0.25})
+    out = capsys.readouterr().out
+    first, second = out.split("seed 1 epoch 1: train loss 0.500\n")
+    assert first.startswith("seed 1 epoch 1/2\n") and second.startswith("seed 1 epoch 2/2\n")
+    # Each bar counts its epoch's steps from 1 and ends its line once the epoch is done.
+    assert "3/3" in first and "loss: 0.5000" in first and first.endswith("\n")
+    assert "\r" in second and "3/3" in second and "loss: 0.2500" in second
+    assert "6/3" not in second and "4/3" not in second
