@@ -29,7 +29,7 @@ EXAMPLES_PER_SECOND = "examples/s"
 
 def on_a_terminal(stream) -> bool:
     """Whether a bar redrawn in place shows well on ``stream``: a terminal, or a notebook."""
-    return stream.isatty() or "ipykernel" in sys.modules
+    return getattr(stream, "isatty", lambda: False)() or "ipykernel" in sys.modules
 
 
 def duration(seconds: float) -> str:
@@ -47,7 +47,7 @@ class Progress:
 
     Args:
         total: the last step (steps count from 1; a run resumed after ``start`` goes on).
-        printer: hears the plain lines (and :meth:`note`'s) where no bar is drawn.
+        printer: hears the plain lines, or the title above the bar, and :meth:`note`'s.
         title: what the lines begin with (``"epoch 1/3"``); unit: what a step is called.
         batch_size: examples per step, for the examples per second (0: none shown);
             examples: all the examples of a pass whose last batch is short (0: none is).

@@ -317,7 +317,7 @@ def test_recover_compiles_fine_tunings_optimizer_for_the_rate_and_batch_it_is_gi
         optimizers.append((learning_rate, steps, warmup_fraction, weight_decay))
         return real_optimizer(learning_rate, steps, warmup_fraction, weight_decay)
 
-    def noting_training(head, train, epochs, batch_size, rng, strategy, end_of_epoch):
+    def noting_training(head, train, epochs, batch_size, rng, strategy, end_of_epoch, display):
         trained.append((len(train["input_ids"]), epochs, batch_size, head.optimizer is not None))
 
     monkeypatch.setattr(finetuning, "make_optimizer", noting_optimizer)
