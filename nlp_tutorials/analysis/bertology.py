@@ -29,6 +29,7 @@ import tensorflow as tf
 from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_head, save_task
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.progress import ProgressDisplay, shown_steps
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import model_arrays, reported
 from nlp_tutorials.training.config import (
@@ -84,6 +85,13 @@ def one_by_one(head, arrays: dict):
                else value[row:row + 1] for name, value in arrays.items()}
 
 
+def one_by_one_shown(work, head, arrays: dict, display: ProgressDisplay | None):
+    """``work(example)`` for each of :func:`one_by_one`'s examples, as they are asked for, the
+    pass's progress shown on ``display`` (None: not)."""
+    return shown_steps((work(example) for example in one_by_one(head, arrays)),
+                       len(arrays["input_ids"]), display, unit="example", batch_size=1)
+
+
 def example_signature(arrays: dict):
     """The tf.function input signature of one :func:`one_by_one` example of ``arrays``: the
     token axis (the last of the per-token arrays) may have any length."""
@@ -94,7 +102,8 @@ def example_signature(arrays: dict):
             for name, value in arrays.items()}
 
 
-def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
+def importance(head, arrays: dict, head_mask=None,
+               display: ProgressDisplay | None = None) -> np.ndarray:
     """Each head's importance over ``arrays``, normalised per layer: [layers, heads] float64.
 
     ``arrays``: encoded examples with their answers, as ``Task.encode`` makes them for any
@@ -102,27 +111,30 @@ def importance(head, arrays: dict, head_mask=None) -> np.ndarray:
     go one at a time, so the absolute value is taken per example (per window, for tasks that
     cut long inputs into windows). ``head_mask`` [layers, heads]
     (default: ones) is the point the gradient is taken at. A pruned head has importance 0.
+    The pass over the examples shows its progress on ``display`` if given.
     """
     layers, heads = attention_grid(head)
     head_mask = tf.constant(np.ones([layers, heads]) if head_mask is None else head_mask,
                             tf.float32)
 
     @tf.function(input_signature=[example_signature(arrays)])
-    def gradient(example):
+    def gradient_at(example):
         with tf.GradientTape() as tape:
             tape.watch(head_mask)
             loss, _ = head.loss_and_metrics({**example, "head_mask": head_mask})
         return tape.gradient(loss, head_mask)
 
-    total = sum(np.abs(gradient(example).numpy()) for example in one_by_one(head, arrays))
+    total = sum(np.abs(gradient.numpy())
+                for gradient in one_by_one_shown(gradient_at, head, arrays, display))
     norms = np.linalg.norm(total, axis=1, keepdims=True)
     return total / np.where(norms > 0, norms, 1.0)
 
 
-def entropy(head, arrays: dict) -> np.ndarray:
+def entropy(head, arrays: dict, display: ProgressDisplay | None = None) -> np.ndarray:
     """Each head's attention entropy (nats), averaged over the real query tokens of each of
     ``arrays``' examples (all its choices' for a multiple-choice example) and then over the
-    examples: [layers, heads] float64, NaN for a pruned head."""
+    examples: [layers, heads] float64, NaN for a pruned head. The pass shows its progress on
+    ``display`` if given."""
     layers, heads = attention_grid(head)
 
     @tf.function(input_signature=[example_signature(arrays)])
@@ -138,8 +150,8 @@ def entropy(head, arrays: dict) -> np.ndarray:
                 / tf.reduce_sum(real) for p in [tf.cast(a, tf.float32) for a in attentions]]
 
     total, count = np.zeros([layers, heads]), 0
-    for example in one_by_one(head, arrays):
-        for layer, (kept, values) in enumerate(zip(kept_heads(head), entropies(example))):
+    for per_layer in one_by_one_shown(entropies, head, arrays, display):
+        for layer, (kept, values) in enumerate(zip(kept_heads(head), per_layer)):
             total[layer, kept] += values.numpy()
         count += 1
     mean = total / max(count, 1)
@@ -149,28 +161,37 @@ def entropy(head, arrays: dict) -> np.ndarray:
 
 
 def masking_study(head, task, examples, arrays: dict, importance: np.ndarray,
-                  random_orders: int = RANDOM_ORDERS, seed: int = 0, printer=print) -> dict:
+                  random_orders: int = RANDOM_ORDERS, seed: int = 0, printer=print,
+                  display: ProgressDisplay | None = None) -> dict:
     """The task's scores on ``examples`` (encoded as ``arrays``) with the least important 0%,
     10%, ..., 90% of the heads masked, and the same shares masked in ``random_orders`` random
-    orders (the control; their mean is reported)."""
+    orders (the control; their mean is reported). The passes done out of all are shown on
+    ``display`` if given, each share's line then printed below its bar."""
     layers, heads = importance.shape
     least_first = np.argsort(importance.ravel(), kind="stable")
     rng = np.random.default_rng(seed)
     randoms = [rng.permutation(layers * heads) for _ in range(random_orders)]
     result = {"shares": STUDY_SHARES, "importance_order": [], "random_order": []}
     metric, printed = task.metrics[0]
+    progress = display and display.start(len(STUDY_SHARES) * (1 + random_orders), unit="pass",
+                                         batch_size=len(examples))
+    passes = 0
     for share in STUDY_SHARES:
-        count = round(share * layers * heads)
-        scored = [score_examples(head, task, examples, arrays,
-                                 head_mask=mask_of(order[:count], layers, heads))
-                  for order in [least_first] + randoms]
+        scored = []
+        for order in [least_first] + randoms:
+            mask = mask_of(order[:round(share * layers * heads)], layers, heads)
+            scored.append(score_examples(head, task, examples, arrays, head_mask=mask))
+            passes += 1
+            if progress:
+                progress.update(passes)
         result["importance_order"].append(scored[0])
         result["random_order"].append(
             {name: float(np.mean([s[name] for s in scored[1:]])) for name in scored[0]})
-        printer(f"{share:4.0%} of the heads masked: {printed} "
-                f"{reported(metric, scored[0][metric])} (least important first), "
-                f"{reported(metric, result['random_order'][-1][metric])} "
-                f"(random order, mean of {random_orders})")
+        (progress.note if progress else printer)(
+            f"{share:4.0%} of the heads masked: {printed} "
+            f"{reported(metric, scored[0][metric])} (least important first), "
+            f"{reported(metric, result['random_order'][-1][metric])} "
+            f"(random order, mean of {random_orders})")
     return result
 
 
@@ -181,10 +202,12 @@ def mask_of(masked: np.ndarray, layers: int, heads: int) -> np.ndarray:
     return mask.reshape(layers, heads)
 
 
-def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1) -> dict:
+def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1,
+                             display: ProgressDisplay | None = None) -> dict:
     """``{layer: [head, ...]}``: ``share`` of all heads chosen as Michel et al. prune, ``step``
     of them at a time, the importance measured again on ``arrays`` with the heads chosen so far
-    masked (a head can matter more once another is gone). Each layer keeps one head."""
+    masked (a head can matter more once another is gone), each pass shown on ``display`` if
+    given. Each layer keeps one head."""
     layers, heads = attention_grid(head)
     mask = np.zeros([layers, heads], np.float32)
     for layer, kept in enumerate(kept_heads(head)):
@@ -193,7 +216,8 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
     reached = 0.0
     while reached < share:
         reached = min(share, reached + step)
-        measured = importance(head, arrays, mask)
+        measured = importance(head, arrays, mask, display and display.named(
+            f"pruning to {reached:.0%}"))
         kept = [[h for h in range(heads) if mask[layer, h]] for layer in range(layers)]
         for layer, chosen in heads_to_prune(measured, reached, kept).items():
             mask[layer, chosen] = 0.0
@@ -204,7 +228,7 @@ def iterative_heads_to_prune(head, arrays: dict, share: float, step: float = 0.1
 
 def recover(head, tokenizer, epochs: int, learning_rate: float, batch_size: int,
             max_len: int | None = None, seed: int = FinetuneConfig.seed, printer=print,
-            task=None) -> None:
+            task=None, display: ProgressDisplay | None = None) -> None:
     """Fine-tune a pruned ``head`` again for ``epochs`` passes over all train examples of
     ``task`` (default: MRPC's) in batches of ``batch_size``, encoded ``max_len`` tokens long
     (default: the task's length; never more than the model's positions).
@@ -213,6 +237,7 @@ def recover(head, tokenizer, epochs: int, learning_rate: float, batch_size: int,
     fine-tuning with fine-tuning's own optimizer at a low ``learning_rate`` (``heads``
     passes :data:`~nlp_tutorials.training.config.RECOVERY_LEARNING_RATE` unless told) lets
     them adjust. The optimizer is dropped afterwards, as ``finetune`` drops it before saving.
+    Each epoch's progress is shown on ``display`` if given.
     """
     task = task or get_task(FinetuneConfig.task)
     max_len = min(max_len or task.max_len, head.backbone.config.max_position_embeddings)
@@ -221,7 +246,7 @@ def recover(head, tokenizer, epochs: int, learning_rate: float, batch_size: int,
     compile_for_epochs(head, train, epochs, batch_size, learning_rate)
     train_epochs(head, train, epochs, batch_size, np.random.default_rng(seed),
                  tf.distribute.get_strategy(), lambda epoch, metrics: printer(
-                     f"recovery epoch {epoch}: train loss {metrics['loss']:.3f}"))
+                     f"recovery epoch {epoch}: train loss {metrics['loss']:.3f}"), display)
     head.optimizer = None
 
 
@@ -340,7 +365,9 @@ def score_heads(model_dir, output_dir, dev_size: int | None, study: bool, prune,
         raise UserError(f"--dev-size {task.dev_size}: importance needs dev pairs; expected 1 or "
                         f"more")
     dev_arrays = task.encode(tokenizer, dev, max_len)
-    importance_map, entropy_map = importance(head, dev_arrays), entropy(head, dev_arrays)
+    display = ProgressDisplay(printer)
+    importance_map = importance(head, dev_arrays, display=display.named("importance"))
+    entropy_map = entropy(head, dev_arrays, display.named("entropy"))
     path = Path(model_dir) / IMPORTANCE_FILE
     write_text_atomic(path, json.dumps({
         "importance": importance_map.tolist(), "entropy": np.where(
@@ -352,13 +379,15 @@ def score_heads(model_dir, output_dir, dev_size: int | None, study: bool, prune,
     result = {"importance": importance_map, "entropy": entropy_map}
     if study:
         result["study"] = study_split(head, tokenizer, task, max_len, importance_map,
-                                      random_orders, model_dir, output_dir, printer)
+                                      random_orders, model_dir, output_dir, printer,
+                                      display.named("study"))
     if prune is not None:
-        spec = iterative_heads_to_prune(head, dev_arrays, prune)
+        spec = iterative_heads_to_prune(head, dev_arrays, prune, display=display)
         pruned = pruned_head_model(head, spec)
         if recovery.epochs:
             recover(pruned, tokenizer, recovery.epochs, recovery.learning_rate,
-                    recovery.batch_size, max_len=max_len, printer=printer, task=task)
+                    recovery.batch_size, max_len=max_len, printer=printer, task=task,
+                    display=display.named("recovery"))
         save_head(pruned, pruned_dir)
         tokenizer.save(pruned_dir)
         save_task(pruned_dir, task)
@@ -369,17 +398,18 @@ def score_heads(model_dir, output_dir, dev_size: int | None, study: bool, prune,
 
 
 def study_split(head, tokenizer, task, max_len: int, importance_map, random_orders: int,
-                model_dir, output_dir, printer=print) -> dict:
+                model_dir, output_dir, printer=print,
+                display: ProgressDisplay | None = None) -> dict:
     """``--study``: the masking study on the task's test split, or on dev when the task has no
     test file (GLUE's test labels are not public); written beside the model and drawn, both
-    naming the split."""
+    naming the split; its passes shown on ``display`` if given."""
     split = "test" if task.examples("test") else "dev"
     examples = task.examples(split)
     if split == "dev":
         printer(f"{task.title} has no test file: the study scores the dev split")
     arrays = task.encode(tokenizer, examples, max_len)
     study = masking_study(head, task, examples, arrays, importance_map, random_orders,
-                          printer=printer)
+                          printer=printer, display=display)
     study["split"] = split
     write_text_atomic(Path(model_dir) / STUDY_FILE, json.dumps(study, indent=1) + "\n")
     picture = plot_study(study, Path(output_dir) / "head_masking_study.png", task, split)

@@ -15,6 +15,7 @@ from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, RESULTS_DIR, default_pic
 from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.outputs import Interrupted, Output, writing
+from nlp_tutorials.system.progress import ProgressDisplay
 from nlp_tutorials.system.startup import start_tensorflow
 from nlp_tutorials.training.config import trained_dir
 from nlp_tutorials.training.distribute import is_chief, worker_dir
@@ -182,9 +183,22 @@ def run_predict(settings) -> None:
         return
     try:
         with open(settings.input, encoding="utf-8-sig") as lines:
-            predict(head, tokenizer, task, lines, settings.input)
+            total_lines = sum(1 for _ in lines)
+        with open(settings.input, encoding="utf-8-sig") as lines:
+            predict(head, tokenizer, task, lines, settings.input, display=predict_display(
+                settings.input), total_lines=total_lines)
     except UnicodeDecodeError as err:
         raise UserError(f"{settings.input}: not UTF-8 text ({err.reason})") from None
+
+
+def predict_display(path):
+    """Where ``predict`` on a file shows its progress: standard error (standard output holds
+    the answers), unless the answers go to a terminal, where they show the progress
+    themselves."""
+    if sys.stdout.isatty():
+        return None
+    return ProgressDisplay(lambda line: print(line, file=sys.stderr), f"predict {path}",
+                           stream=sys.stderr)
 
 
 def run_heads(settings) -> None:

@@ -6,6 +6,7 @@ from nlp_tutorials.finetuned.folders import load_finetuned
 from nlp_tutorials.finetuned.inference import head_outputs
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.progress import ProgressDisplay
 
 
 def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
@@ -14,7 +15,8 @@ def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
     read from ``data_dir`` (None: the task's default folder, MRPC's shipped copy) or from the
     file ``path``; print the scores and write ``metrics_SPLIT.json`` and the task's
     predictions file (``predictions_SPLIT.tsv``, ``.json`` for SQuAD, ``.txt`` for CoNLL) into
-    ``output_dir``, each atomically. Returns the scores.
+    ``output_dir``, each atomically. Returns the scores. The pass over the examples shows its
+    progress (:mod:`~nlp_tutorials.system.progress`) on ``printer``.
 
     ``dev_size``: for a task without a dev file, the last train examples that are its dev
     split (default: what ``finetune --dev-size`` holds out by default)."""
@@ -31,7 +33,9 @@ def evaluate_model(model_dir, split: str, output_dir, data_dir=None, path=None,
         raise UserError(f"{task.title} {split}: no examples to score (dev is held out of "
                         f"train only by --dev-size)")
     arrays = task.encode(tokenizer, examples, task.max_len)
-    predictions = task.predictions(head_outputs(head, arrays), arrays, examples)
+    outputs = head_outputs(head, arrays,
+                           display=ProgressDisplay(printer, f"{task.title} {split}"))
+    predictions = task.predictions(outputs, arrays, examples)
     scores = task.score(examples, predictions)
     printer(f"{task.title} {split}: {task.describe(scores)}")
     suffix, text = task.prediction_file(examples, predictions)

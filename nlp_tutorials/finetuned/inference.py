@@ -4,12 +4,14 @@ Every reader of a model goes through here: ``predict`` and ``evaluate``, fine-tu
 and test scoring, the masking study (under a head mask), the explorer and the benchmarks.
 """
 import functools
+import math
 
 import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.finetuned.batching import batches
 from nlp_tutorials.models.masks import MASK_VALUE
+from nlp_tutorials.system.progress import ProgressDisplay, shown_steps
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.tasks.shapes import softmax
 
@@ -30,19 +32,25 @@ def _logits_function(head, masked: bool = False):
         input_signature=[signature])
 
 
-def predict_batches(head, arrays: dict, batch_size: int = 64, head_mask=None):
+def predict_batches(head, arrays: dict, batch_size: int = 64, head_mask=None,
+                    display: ProgressDisplay | None = None):
     """The head's logits on ``arrays``, batch by batch in order: numpy float32 (a dict of them
     for spans), each batch trimmed to its longest example. ``head_mask`` [layers, heads] is
-    passed to the backbone when given."""
+    passed to the backbone when given; the pass's progress is shown on ``display`` if given."""
     forward = _logits_function(head, head_mask is not None)
     inputs = {k: arrays[k] for k in ("input_ids", "token_type_ids")}
     extra = {} if head_mask is None else {"head_mask": tf.constant(head_mask, tf.float32)}
-    for batch in batches(inputs, batch_size, pad_id=head.backbone.config.pad_token_id):
-        yield tf.nest.map_structure(lambda x: x.numpy(), forward({**batch, **extra}))
+    rows = len(inputs["input_ids"])
+    outputs = (tf.nest.map_structure(lambda x: x.numpy(), forward({**batch, **extra}))
+               for batch in batches(inputs, batch_size, pad_id=head.backbone.config.pad_token_id))
+    yield from shown_steps(outputs, math.ceil(rows / batch_size), display, unit="batch",
+                           batch_size=batch_size, examples=rows)
 
 
-def head_outputs(head, arrays: dict, batch_size: int = 64, head_mask=None):
-    """The head's logits for every row of ``arrays``, in order (see :func:`predict_batches`).
+def head_outputs(head, arrays: dict, batch_size: int = 64, head_mask=None,
+                 display: ProgressDisplay | None = None):
+    """The head's logits for every row of ``arrays``, in order (see :func:`predict_batches`,
+    which shows the pass's progress on ``display`` if given).
 
     Outputs with one value per token (token tagging, spans) are padded back to the arrays'
     ``max_len`` with ``MASK_VALUE``, so batches trimmed to different lengths stack.
@@ -54,7 +62,7 @@ def head_outputs(head, arrays: dict, batch_size: int = 64, head_mask=None):
         return np.pad(x, widths, constant_values=MASK_VALUE)
 
     stretch = full_length if head.per_position else (lambda x: x)
-    parts = list(predict_batches(head, arrays, batch_size, head_mask))
+    parts = list(predict_batches(head, arrays, batch_size, head_mask, display))
     return tf.nest.map_structure(lambda *xs: np.concatenate([stretch(x) for x in xs]), *parts)
 
 
@@ -64,8 +72,9 @@ def class_probabilities(head, arrays: dict, batch_size: int = 64, head_mask=None
     return softmax(head_outputs(head, arrays, batch_size, head_mask))
 
 
-def score_examples(head, task: Task, examples, arrays: dict, head_mask=None) -> dict:
+def score_examples(head, task: Task, examples, arrays: dict, head_mask=None,
+                   display: ProgressDisplay | None = None) -> dict:
     """The task's scores of ``head`` on ``examples`` (encoded as ``arrays``), under
-    ``head_mask`` when given."""
-    outputs = head_outputs(head, arrays, head_mask=head_mask)
+    ``head_mask`` when given, the pass's progress shown on ``display`` if given."""
+    outputs = head_outputs(head, arrays, head_mask=head_mask, display=display)
     return task.score(examples, task.predictions(outputs, arrays, examples))

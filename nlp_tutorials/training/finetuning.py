@@ -34,6 +34,7 @@ from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_hea
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.progress import ProgressDisplay
 from nlp_tutorials.system.provenance import run_provenance
 from nlp_tutorials.tasks.base import Task, counted, model_arrays, reported
 from nlp_tutorials.tasks.metrics import mean_std
@@ -131,28 +132,54 @@ def compile_for_epochs(head, train: dict, epochs: int, batch_size: int, learning
     head.compile(optimizer=make_optimizer(learning_rate, steps, warmup_fraction, weight_decay))
 
 
+class EpochProgress:
+    """Training's progress epoch by epoch, as Keras' ``fit`` shows it: each epoch a
+    :class:`~nlp_tutorials.system.progress.Progress` of its own on ``display``, titled
+    ``epoch 2/3``, its steps, time left and smoothed loss; the loop's steps count over the run.
+    Each epoch's starts when the one before has ended (:meth:`next_epoch`), its scores said."""
+
+    def __init__(self, display: ProgressDisplay, epochs: int, steps_per_epoch: int,
+                 batch_size: int):
+        self.display, self.epochs, self.steps_per_epoch = display, epochs, steps_per_epoch
+        self.batch_size, self.number = batch_size, 0
+        self.next_epoch()
+
+    def next_epoch(self) -> None:
+        self.number += 1
+        self.epoch = self.display.named(f"epoch {self.number}/{self.epochs}").start(
+            self.steps_per_epoch, batch_size=self.batch_size)
+
+    def update(self, step: int, metrics: dict) -> None:
+        self.epoch.update(step - (self.number - 1) * self.steps_per_epoch, metrics)
+
+
 def train_epochs(head, train: dict, epochs: int, batch_size: int, rng, strategy,
-                 end_of_epoch) -> None:
+                 end_of_epoch, display: ProgressDisplay | None = None) -> None:
     """``epochs`` passes over the encoded ``train`` pairs in random length-grouped batches (the
     last partial one dropped), through the training loop; ``end_of_epoch(epoch, metrics)``
     after each (epoch from 1; ``loss`` the mean over the epoch's steps, the other metrics its
-    last step's: one batch's loss moves too much to compare epochs by). Ctrl-C stops after
-    the current step and raises KeyboardInterrupt."""
+    last step's: one batch's loss moves too much to compare epochs by). Each epoch's progress
+    is shown on ``display`` (None: none). Ctrl-C stops after the current step and raises
+    KeyboardInterrupt."""
     steps_per_epoch = len(train["input_ids"]) // batch_size
     every_epoch = epoch_batches(
         lambda: batches(train, batch_size, rng, drop_remainder=True,
                         pad_id=head.backbone.config.pad_token_id), epochs)
     losses = []  # this epoch's, step by step
+    progress = (EpochProgress(display, epochs, steps_per_epoch, batch_size)
+                if display is not None else None)
 
     def epoch_done(step, batch, metrics):
         mean_loss = sum(losses) / len(losses)
         losses.clear()
         end_of_epoch(step // steps_per_epoch, {**metrics, "loss": mean_loss})
+        if progress and step // steps_per_epoch < epochs:
+            progress.next_epoch()
 
     hooks = (Hook(1, lambda step, batch, metrics: losses.append(metrics["loss"])),
              Hook(steps_per_epoch, epoch_done))  # in this order after each step
     if train_steps(head, every_epoch, 1, epochs * steps_per_epoch, strategy=strategy,
-                   hooks=hooks):
+                   progress=progress, hooks=hooks):
         raise KeyboardInterrupt
 
 
@@ -180,12 +207,14 @@ def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
 
 
 def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print,
-                  after_epoch=None, note_printer=None):
+                  after_epoch=None, note_printer=None, display: ProgressDisplay | None = None):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
     the epoch kept, from 1). ``after_epoch(epoch, dev score)``, if given, hears each epoch's
     ``task.selection_score`` (a recipe search stops an unpromising trial from there).
     ``note_printer`` (default ``printer``) hears which of an earlier model's layers the head
-    starts from: a run of several seeds says it once.
+    starts from: a run of several seeds says it once. ``display`` (default: ``printer``'s)
+    shows the progress of each epoch and of each pass over dev and test examples, under
+    ``seed N``.
 
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
@@ -193,6 +222,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     ``strategy`` (its variables live on every replica); scoring runs on one device.
     """
     note_printer = note_printer or printer
+    display = (display or ProgressDisplay(printer)).named(f"seed {seed}")
     with strategy.scope():
         backbone, tokenizer, earlier = starting_point(dataclasses.replace(config, seed=seed),
                                                       task)
@@ -203,7 +233,6 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
         head = new_head(task, backbone, config, earlier, note_printer)
         compile_for_epochs(head, train, config.epochs, config.batch_size, config.learning_rate,
                            config.warmup_fraction, config.weight_decay)
-    metric_key, metric_name = task.metrics[0]
     best = (-math.inf, None, None, config.epochs)  # (score, weights, dev scores, epoch)
 
     def end_of_epoch(epoch, metrics):
@@ -212,7 +241,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
         if dev.arrays is None:
             printer(report)
             return
-        dev_scores = score_examples(head, task, dev.examples, dev.arrays)
+        dev_scores = score_examples(head, task, dev.examples, dev.arrays,
+                                    display=display.named(f"epoch {epoch} dev"))
         printer(f"{report}, dev {task.describe(dev_scores)}")
         score = task.selection_score(dev_scores)
         if score > best[0]:
@@ -221,7 +251,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
             after_epoch(epoch, score)
 
     train_epochs(head, train, config.epochs, config.batch_size, np.random.default_rng(seed),
-                 strategy, end_of_epoch)
+                 strategy, end_of_epoch, display)
     if dev.arrays is not None:
         for weight, value in zip(head.weights, best[1]):
             weight.assign(value)
@@ -230,14 +260,19 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     # size of every weight) frees that memory for scoring and saving, and keeps it out of
     # model.keras, which only prediction reads: the file is a third of the size.
     head.optimizer = None
-    kept = ("last epoch (no dev examples)" if dev.arrays is None
-            else f"epoch {best[3]}, best dev {metric_name} {reported(metric_key, best[0])}")
-    test_scores = None
-    if test.arrays is not None:
-        test_scores = score_examples(head, task, test.examples, test.arrays)
-        kept += f"; test {task.describe(test_scores)}"
-    printer(f"seed {seed}: {kept}")
+    test_scores = (None if test.arrays is None else score_examples(
+        head, task, test.examples, test.arrays, display=display.named("test")))
+    printer(f"seed {seed}: {kept_line(task, best, dev, test_scores)}")
     return head, tokenizer, best[2], test_scores, best[3]
+
+
+def kept_line(task: Task, best: tuple, dev: Encoded, test_scores: dict | None) -> str:
+    """What :func:`finetune_once` says of the epoch it kept (``best``: its score, weights, dev
+    scores and number) and of its test scores."""
+    kept = ("last epoch (no dev examples)" if dev.arrays is None
+            else f"epoch {best[3]}, best dev {task.metrics[0][1]} "
+                 f"{reported(task.metrics[0][0], best[0])}")
+    return kept + (f"; test {task.describe(test_scores)}" if test_scores is not None else "")
 
 
 def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) -> dict:

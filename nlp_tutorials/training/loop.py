@@ -15,14 +15,12 @@ the loop stops after the current step, so the caller can save a checkpoint that 
 import contextlib
 import dataclasses
 import signal
-import sys
 import threading
-import time
 from typing import Callable
 
-import keras
 import tensorflow as tf
 
+from nlp_tutorials.system.progress import Progress
 from nlp_tutorials.training import distribute
 
 
@@ -51,7 +49,7 @@ class Logs:
 
 
 def train_steps(model, batches, first: int, last: int, *, strategy=None, total: int = 0,
-                progress: "Progress | None" = None, logs: Logs | None = None,
+                progress: Progress | None = None, logs: Logs | None = None,
                 hooks: tuple = (), checkpoint: Hook | None = None, jit: bool = False,
                 input_pipelines: int = 1) -> bool:
     """Train ``model`` on steps ``first`` to ``last`` (counted from 1 over the run), one batch
@@ -66,7 +64,8 @@ def train_steps(model, batches, first: int, last: int, *, strategy=None, total: 
         total: the run's last step, when a phase ends before it (default: ``last``); the
             TensorBoard logs always get it, and ``checkpoint`` never saves it (the caller saves
             once training is over).
-        progress: a :class:`Progress` to report each step's metrics to.
+        progress: a :class:`~nlp_tutorials.system.progress.Progress` to report each step's
+            metrics to.
         logs: where and how often to write TensorBoard scalars; None writes none.
         hooks: :class:`Hook` s called in order after each step's logs (evaluation, examples).
         checkpoint: the :class:`Hook` that saves a checkpoint, called after the others.
@@ -118,50 +117,6 @@ def epoch_batches(make_epoch, epochs: int):
     one before has run out, so each draws its order only then."""
     for _ in range(epochs):
         yield from make_epoch()
-
-
-class Progress:
-    """The run's progress on standard output, with smoothed recent loss and accuracies.
-
-    On a terminal (or in a notebook) a Keras progress bar is redrawn in place every step.
-    Elsewhere (output to a file or a pipe) the bar's carriage returns and colour codes would
-    leave one line per step in the log, so instead one plain line goes to ``printer`` for the
-    run's first step, every ``every`` steps and the last:
-    ``step 50/1000 - 31s - loss: 6.1234 - mlm_accuracy: 0.1234 - nsp_accuracy: 0.5012``.
-    The values are exponential moving averages (weight 0.05 on the newest step), not Keras'
-    average since step 0, so they show what the model does now.
-    """
-
-    SHOWN = ("loss", "mlm_accuracy", "lm_accuracy", "nsp_accuracy")
-
-    def __init__(self, total: int, every: int, printer=print, start: int = 0,
-                 interactive: bool | None = None):
-        if interactive is None:
-            interactive = sys.stdout.isatty() or "ipykernel" in sys.modules
-        self.total, self.every, self.printer, self.start = total, every, printer, start
-        self.smoothed = {}
-        self.began = time.perf_counter()
-        self.bar = None
-        if interactive:
-            self.bar = keras.utils.Progbar(total, stateful_metrics=self.SHOWN, unit_name="step")
-            self.bar.update(start)
-
-    def update(self, step: int, metrics: dict) -> None:
-        """Record step ``step``'s metrics (a dict of floats) and show the progress."""
-        for name in self.SHOWN:
-            if name in metrics:
-                recent = self.smoothed.get(name, metrics[name])
-                self.smoothed[name] = 0.95 * recent + 0.05 * metrics[name]
-        if self.bar is not None:
-            self.bar.update(step, values=list(self.smoothed.items()))
-        elif step == self.start + 1 or step % self.every == 0 or step == self.total:
-            seconds = time.perf_counter() - self.began
-            values = "".join(f" - {name}: {value:.4f}" for name, value in self.smoothed.items())
-            self.printer(f"step {step}/{self.total} - {seconds:.0f}s{values}")
-
-    def note(self, text: str) -> None:
-        """Print ``text`` on lines of its own (below the bar, which it does not overwrite)."""
-        self.printer("\n" + text if self.bar is not None else text)
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ MRPC's pairs, a corpus or shards), builds the model and its optimizer
 (:class:`~nlp_tutorials.sources.source.PretrainingSource`) to the training loop
 (:func:`~nlp_tutorials.training.loop.train_steps`, once per phase: :func:`train_in_phases`),
 which runs the model's compiled ``step()``, reports to
-:class:`~nlp_tutorials.training.loop.Progress` and saves checkpoints. It hands back the trained
+:class:`~nlp_tutorials.system.progress.Progress` and saves checkpoints. It hands back the trained
 model, which :func:`~nlp_tutorials.training.pretraining_evaluation.score_on_test` has scored on
 the MRPC test split. The optimizer and schedule are in
 :mod:`nlp_tutorials.training.optimization`, checkpoints in
@@ -41,6 +41,7 @@ from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.system.progress import Progress
 from nlp_tutorials.system.settings import flag_of, read_saved_settings
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.tokenization import load_tokenizer
@@ -56,7 +57,7 @@ from nlp_tutorials.training.checkpoints import (
     training_checkpoint,
 )
 from nlp_tutorials.training.config import TrainConfig
-from nlp_tutorials.training.loop import Hook, Logs, Progress, train_steps
+from nlp_tutorials.training.loop import Hook, Logs, train_steps
 from nlp_tutorials.training.optimization import HeadsFirst, WarmupLinearDecay, bert_adamw
 from nlp_tutorials.training.pretraining_evaluation import (describe_continuation,
                                                           describe_predictions, score_on_test)
@@ -290,7 +291,8 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
             f"vocab {tokenizer.vocab_size}, max_len {config.max_len}, {epoch}; "
             f"steps {start} -> {config.steps}; {strategy.num_replicas_in_sync} replica(s), "
             f"{config.precision}")
-    progress = Progress(config.steps, config.log_every, printer, start=start)
+    progress = Progress(config.steps, printer, batch_size=config.batch_size, start=start,
+                        every_steps=config.log_every, every_seconds=None)
     interrupted = train_in_phases(model, manager, data, strategy, config, tokenizer, progress)
     step = int(model.optimizer.iterations.numpy())
     path = save_last_checkpoint(manager, step)

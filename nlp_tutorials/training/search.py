@@ -28,6 +28,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.json_files import read_json, read_json_object
 from nlp_tutorials.system.outputs import Interrupted
+from nlp_tutorials.system.progress import ProgressDisplay
 from nlp_tutorials.system.settings import (default_of, flag_of, non_negative_int, positive_int,
                                            setting, share)
 from nlp_tutorials.tasks.base import reported
@@ -190,7 +191,9 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
     def objective(trial):
         settings = {name: trial.suggest_categorical(name, values)
                     for name, values in space.items()}
-        record = run_trial(optuna, trial, settings, config, trial_task, strategy, train_once)
+        shown = ProgressDisplay(printer, f"trial {len(log.trials) + 1}/{total}")
+        record = run_trial(optuna, trial, settings, config, trial_task, strategy, train_once,
+                           shown)
         log.add(record)
         printer(trial_line(len(log.trials), total, record, score_key))
         if record["state"] == "pruned":
@@ -205,8 +208,10 @@ def search_recipe(config, task, strategy, train_once, output_dir, printer=print)
     return chosen(config, log, score_key, printer)
 
 
-def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once) -> dict:
-    """Fine-tune one trial's ``settings`` on the held-out split; its record for search.json."""
+def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once,
+              display: ProgressDisplay) -> dict:
+    """Fine-tune one trial's ``settings`` on the held-out split, its progress on ``display``;
+    its record for search.json."""
     scores, start = [], time.monotonic()
 
     trial_config = dataclasses.replace(config, **settings, **search_defaults(config), seeds=1)
@@ -221,7 +226,7 @@ def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once)
 
     try:
         train_once(trial_config, copy.copy(trial_task), config.seed, strategy,
-                   printer=lambda *_: None, after_epoch=after_epoch)
+                   printer=lambda *_: None, after_epoch=after_epoch, display=display)
         state = "complete"
     except optuna.TrialPruned:
         state = "pruned"

@@ -151,7 +151,7 @@ def test_iterative_choice_measures_again_with_the_chosen_heads_masked(head, monk
     first = np.array([[0.1, 0.2, 0.9, 0.0], [0.3, 0.15, 0.7, 0.6]])
     measured_at = []
 
-    def importance(measured_head, arrays, head_mask):
+    def importance(measured_head, arrays, head_mask, display=None):
         assert measured_head is model and arrays == "dev pairs"
         measured_at.append(head_mask.copy())
         values = first.copy()
@@ -256,7 +256,18 @@ def test_heads_command_writes_importance_pictures_and_a_pruned_model_predict_rea
                            str(tmp_path / "pictures"), "--dev-size", "6", "--prune", "0.25",
                            "--recover-epochs", "1"])
     assert status == 0
-    assert "recovery epoch 1: train loss" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "recovery epoch 1: train loss" in out
+    # Each pass's progress: a run this short shows its first and last step of each.
+    shown = [line.split(" - ")[0] for line in out.splitlines() if " - " in line]
+    assert shown[:10] == ["importance: example 1/6", "importance: example 6/6",
+                          "entropy: example 1/6", "entropy: example 6/6",
+                          "pruning to 10%: example 1/6", "pruning to 10%: example 6/6",
+                          "pruning to 20%: example 1/6", "pruning to 20%: example 6/6",
+                          "pruning to 25%: example 1/6", "pruning to 25%: example 6/6"]
+    steps = len(load_mrpc("train")) // RECOVERY_BATCH_SIZE  # a line every 30 s in between
+    assert shown[10] == f"recovery epoch 1/1: step 1/{steps}"
+    assert shown[-1] == f"recovery epoch 1/1: step {steps}/{steps}"
     written = json.loads((model_dir / bertology.IMPORTANCE_FILE).read_text())
     assert np.array(written["importance"]).shape == (2, 4) and written["dev_pairs"] == 6
     assert (tmp_path / "pictures" / "head_importance.png").stat().st_size > 1000
@@ -306,7 +317,7 @@ def test_recover_compiles_fine_tunings_optimizer_for_the_rate_and_batch_it_is_gi
         optimizers.append((learning_rate, steps, warmup_fraction, weight_decay))
         return real_optimizer(learning_rate, steps, warmup_fraction, weight_decay)
 
-    def noting_training(head, train, epochs, batch_size, rng, strategy, end_of_epoch):
+    def noting_training(head, train, epochs, batch_size, rng, strategy, end_of_epoch, display):
         trained.append((len(train["input_ids"]), epochs, batch_size, head.optimizer is not None))
 
     monkeypatch.setattr(finetuning, "make_optimizer", noting_optimizer)
@@ -317,3 +328,47 @@ def test_recover_compiles_fine_tunings_optimizer_for_the_rate_and_batch_it_is_gi
     assert trained == [(pairs, 2, 8, True)]
     assert optimizers == [(3e-4, 2 * (pairs // 8), WARMUP_FRACTION, WEIGHT_DECAY)]
     assert head.optimizer is None  # dropped, as finetune drops it before saving
+
+
+class Clock:
+    """31 s more at each reading: more than the 30 s between two plain progress lines."""
+
+    def __init__(self):
+        self.now = -31
+
+    def __call__(self):
+        self.now += 31
+        return self.now
+
+
+def test_importance_and_entropy_show_their_pass_example_by_example(head, pairs):
+    from nlp_tutorials.system.progress import ProgressDisplay
+
+    printed = []
+    display = ProgressDisplay(printed.append, interactive=False, clock=Clock())
+    measured = bertology.importance(head, pairs, display=display.named("importance"))
+    np.testing.assert_array_equal(measured, bertology.importance(head, pairs))
+    bertology.entropy(head, pairs, display.named("entropy"))
+    assert [line.split(" - ")[0] for line in printed] == [
+        f"{name}: example {n}/4" for name in ("importance", "entropy") for n in range(1, 5)]
+    # One example a step, a step every 31 s; two left after the second.
+    assert printed[1].split(" - ")[1:] == ["1:02", "0.032 examples/s", "1:02 left"]
+
+
+def test_the_masking_study_shows_its_passes_as_it_scores_them(monkeypatch):
+    from nlp_tutorials.system.progress import ProgressDisplay
+
+    monkeypatch.setattr(bertology, "score_examples",
+                        lambda head, task, examples, arrays, head_mask: {"accuracy": 0.5,
+                                                                         "f1": 0.5})
+    printed = []
+    display = ProgressDisplay(printed.append, "study", interactive=False, clock=Clock())
+    bertology.masking_study("head", get_task("mrpc"), ["an example"] * 3, "arrays",
+                            np.ones([2, 4]), random_orders=1, printer=printed.append,
+                            display=display)
+    # Two passes a share (the importance order and one random order), each shown once done,
+    # before the share's line.
+    assert [line.split(" - ")[0].split(" of the")[0] for line in printed[:6]] == [
+        "study: pass 1/20", "study: pass 2/20", "  0%", "study: pass 3/20", "study: pass 4/20",
+        " 10%"]
+    assert printed[-2].startswith("study: pass 20/20") and printed[-1].startswith(" 90%")

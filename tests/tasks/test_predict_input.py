@@ -1,6 +1,7 @@
 """What ``predict`` reads besides the model: the user's lines, and the model's task.json."""
 import io
 import json
+import re
 import shutil
 
 import pytest
@@ -69,3 +70,42 @@ def test_a_bad_task_json_is_named_with_its_field(mrpc_classifier, tmp_path, save
         load_finetuned(folder)
     message = str(info.value)
     assert message.startswith(f"{folder / 'task.json'}: {expected}"), message
+
+
+def test_predict_on_a_file_shows_its_progress_on_standard_error(mrpc_classifier, tmp_path,
+                                                                capsys):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("the cat sat\ta cat was sitting\n\nprices rose\tprices fell\n",
+                     encoding="utf-8")
+    assert main("bert", ["predict", str(pairs), "--model-dir", str(mrpc_classifier)]) == 0
+    captured = capsys.readouterr()
+    assert [line.split("\t")[2] for line in captured.out.splitlines()] == ["the cat sat",
+                                                                         "prices rose"]
+    # The answers alone on standard output; the lines read out of all on standard error.
+    assert re.fullmatch(rf"predict {re.escape(str(pairs))}: line 3/3 - \d+s - "
+                        rf"[\d.]+ examples/s\n", captured.err), captured.err
+
+
+def test_predict_shows_the_lines_read_after_each_chunk(mrpc_classifier):
+    import itertools
+
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.finetuned.predicting import predict
+    from nlp_tutorials.system.progress import ProgressDisplay
+
+    head, tokenizer, task = load_finetuned(mrpc_classifier)
+    lines = ["the cat sat\ta cat was sitting\n", "\n", "prices rose\tprices fell\n",
+             "it rained\tit was wet\n", "he left\tshe stayed\n", "\n"]
+    printed, seconds = [], itertools.count(0, 31)
+    display = ProgressDisplay(printed.append, "predict pairs.tsv", interactive=False,
+                              clock=lambda: next(seconds))
+    assert predict(head, tokenizer, task, lines, "pairs.tsv", printer=printed.append, chunk=2,
+                   display=display, total_lines=len(lines)) == 4
+    progress = [line.split(" - ") for line in printed if line.startswith("predict")]
+    # After 2 pairs (3 lines read), after 4 (5 lines), and once the last blank line is read.
+    assert [parts[0] for parts in progress] == ["predict pairs.tsv: line 3/6",
+                                                "predict pairs.tsv: line 5/6",
+                                                "predict pairs.tsv: line 6/6"]
+    # 2 pairs (and 2 lines) in the 31 s after the first chunk: 15.5 s a line, one line left.
+    assert progress[1][1:] == ["1:02", "0.065 examples/s", "16s left"]
+    assert printed[2].startswith("predict pairs.tsv: line 3/6")  # after the first two answers

@@ -1,5 +1,6 @@
 """Fine-tuning on MRPC and predicting with the result, on a tiny pre-trained BERT."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -278,3 +279,58 @@ def test_the_epochs_train_loss_is_the_mean_over_its_steps():
         assert len(losses) > 1 and np.std(losses) > 1e-3  # the last batch's would differ
         expected.append((epoch, pytest.approx(np.mean(losses), rel=1e-5)))
     assert reported == expected
+
+
+@pytest.mark.slow  # a training step compiled: some 5 s (the quick tier's check: test_task_runs)
+def test_training_shows_its_progress_within_each_epoch():
+    """A clock that moves 31 s between two readings (more than the 30 s between two plain
+    lines): a line after every step, each epoch's steps counted from 1 and its line last
+    before the epoch's scores, the next epoch's first step timed from there."""
+    import itertools
+
+    import keras
+    import tensorflow as tf
+
+    from fake_tasks import SENTENCES, Sentence, SentenceTask, tiny_wordpiece_head
+    from nlp_tutorials.system.progress import ProgressDisplay
+    from nlp_tutorials.tasks.base import model_arrays
+    from nlp_tutorials.training.finetuning import train_epochs
+
+    task = SentenceTask()
+    head, tokenizer = tiny_wordpiece_head(task)
+    examples = [Sentence(text, task.labels[i % 3]) for i, text in enumerate(SENTENCES)]
+    head.compile(optimizer=keras.optimizers.SGD(0.0))
+    printed, seconds = [], itertools.count(0, 31)
+    display = ProgressDisplay(printed.append, "seed 1", interactive=False,
+                              clock=lambda: next(seconds))
+    train_epochs(head, model_arrays(task.encode(tokenizer, examples, 16)), 2, 2,
+                 np.random.default_rng(5), tf.distribute.get_strategy(),
+                 lambda epoch, metrics: printed.append(f"epoch {epoch} over"), display)
+    assert [line.split(" - ")[0] for line in printed] == [
+        "seed 1 epoch 1/2: step 1/3", "seed 1 epoch 1/2: step 2/3", "seed 1 epoch 1/2: step 3/3",
+        "epoch 1 over",
+        "seed 1 epoch 2/2: step 1/3", "seed 1 epoch 2/2: step 2/3", "seed 1 epoch 2/2: step 3/3",
+        "epoch 2 over"]
+    # 2 examples a step, a step every 31 s; one step left after the second.
+    assert re.fullmatch(r"seed 1 epoch 2/2: step 2/3 - 1:02 - 0\.065 examples/s - 31s left - "
+                        r"loss: \d\.\d{4}", printed[5]), printed[5]
+
+
+def test_on_a_terminal_each_epoch_is_a_keras_bar_of_its_own(capsys):
+    from nlp_tutorials.system.progress import ProgressDisplay
+    from nlp_tutorials.training.finetuning import EpochProgress
+
+    progress = EpochProgress(ProgressDisplay(print, "seed 1", interactive=True), 2, 3, 4)
+    for step in (1, 2, 3):
+        progress.update(step, {"loss": 0.5})
+    print("seed 1 epoch 1: train loss 0.500")  # the epoch's scores, below its finished bar
+    progress.next_epoch()
+    for step in (4, 5, 6):
+        progress.update(step, {"loss": 0.25})
+    out = capsys.readouterr().out
+    first, second = out.split("seed 1 epoch 1: train loss 0.500\n")
+    assert first.startswith("seed 1 epoch 1/2\n") and second.startswith("seed 1 epoch 2/2\n")
+    # Each bar counts its epoch's steps from 1 and ends its line once the epoch is done.
+    assert "3/3" in first and "loss: 0.5000" in first and first.endswith("\n")
+    assert "\r" in second and "3/3" in second and "loss: 0.2500" in second
+    assert "6/3" not in second and "4/3" not in second

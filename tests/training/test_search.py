@@ -102,7 +102,7 @@ def scripted_training(calls: list, stop_at: int | None = None):
     """A stand-in for finetune_once whose epoch scores are FIRST_EPOCH's, scaled by the epoch:
     the search's bookkeeping, pruning and resuming checked without training. ``stop_at``: the
     call (from 1) that is Ctrl-C'd."""
-    def train_once(config, task, seed, strategy, printer, after_epoch):
+    def train_once(config, task, seed, strategy, printer, after_epoch, display):
         calls.append(config.learning_rate)
         if len(calls) == stop_at:
             raise KeyboardInterrupt
@@ -292,8 +292,8 @@ def test_a_trial_below_the_median_after_an_epoch_is_stopped(mrpc_folder, tmp_pat
         rates.append(config.learning_rate)
         return real_once(config, *args, **kwargs)
 
-    def score_examples(head, task, examples, arrays, head_mask=None):
-        scores = real_score(head, task, examples, arrays, head_mask)
+    def score_examples(head, task, examples, arrays, head_mask=None, display=None):
+        scores = real_score(head, task, examples, arrays, head_mask, display)
         return {**scores, "accuracy": {1e-3: 0.8, 1e-4: 0.7, 1e-5: 0.1}[rates[-1]]}
 
     monkeypatch.setattr(finetuning, "score_examples", score_examples)
@@ -382,3 +382,25 @@ def test_the_recipe_left_to_the_task_is_not_fixed():
     assert given.recipe_given == ("epochs", "learning_rate")
     # A copy with the search's choices keeps what the user gave, not what the search chose.
     assert dataclasses.replace(given, batch_size=16).recipe_given == ("epochs", "learning_rate")
+
+
+def test_each_trial_shows_its_progress_under_its_number(mrpc_folder, tmp_path):
+    """A trial prints nothing of its own (its scores are the search's line), but its progress
+    goes to the search's printer, each trial's titled with its number."""
+    from nlp_tutorials.training.search import search_recipe
+
+    space = space_file(tmp_path, {"learning_rate": [1e-5, 2e-5], "epochs": [1]})
+    config = search_config(mrpc_folder, tmp_path / "out", space, trials=2)
+    printed = []
+
+    def train_once(trial_config, trial_task, seed, strategy, printer, after_epoch, display):
+        printer("a trial's own line")
+        progress = display.named("epoch 1/1").start(1)
+        progress.update(1)
+        after_epoch(1, FIRST_EPOCH[trial_config.learning_rate])
+
+    search_recipe(config, config.make_task(printer=None), None, train_once, tmp_path / "out",
+                  printer=printed.append)
+    shown = [line.split(" - ")[0] for line in printed if " - " in line]
+    assert shown == ["trial 1/2 epoch 1/1: step 1/1", "trial 2/2 epoch 1/1: step 1/1"]
+    assert "a trial's own line" not in printed

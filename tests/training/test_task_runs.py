@@ -1,6 +1,7 @@
 """`finetune --task`, `evaluate` and task.json: the run around any task, checked with MRPC on a
 tiny real BERT (tests/fixtures/bert_tiny_hf) and MRPC-format files cut from the shipped copy."""
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -254,9 +255,9 @@ def test_squad2_keeps_the_epoch_best_at_its_tuned_threshold_each_seed_tuning_its
     scripted = [dict(f1=0.5, best_f1=0.5, best_threshold=1.5),   # each seed's first epoch
                 dict(f1=0.5, best_f1=0.7, best_threshold=2.5)]   # and its second
 
-    def score_examples(head, task, examples, arrays, head_mask=None):
+    def score_examples(head, task, examples, arrays, head_mask=None, display=None):
         thresholds_seen.append(task.null_threshold)
-        scores = real_score(head, task, examples, arrays, head_mask)
+        scores = real_score(head, task, examples, arrays, head_mask, display)
         return {**scores, **scripted[(len(thresholds_seen) - 1) % 2]}
 
     monkeypatch.setattr(finetuning, "score_examples", score_examples)
@@ -271,3 +272,36 @@ def test_squad2_keeps_the_epoch_best_at_its_tuned_threshold_each_seed_tuning_its
     saved = json.loads((output / "results.json").read_text())
     assert [run["epoch"] for run in saved["runs"]] == [2, 2]
     assert json.loads((output / "task.json").read_text())["null_threshold"] == 2.5
+
+
+def test_finetune_shows_each_epoch_and_each_pass_as_it_goes(finetuned):
+    """What the one-epoch run printed: its epoch's progress (the first step's line, then the
+    last's; a run this short has no line between) before the epoch's scores, then the dev
+    pass's, each with the examples per second."""
+    _, _, printed = finetuned
+    scores = next(i for i, line in enumerate(printed) if line.startswith("seed 1 epoch 1: "))
+    training = [line for line in printed[:scores] if line.startswith("seed 1 epoch 1/1: ")]
+    steps = 96 * 2 // 16  # the train pairs, each also swapped (--swap-augment), in 16s
+    assert [line.split(" - ")[0] for line in training] == [
+        "seed 1 epoch 1/1: step 1/%d" % steps, "seed 1 epoch 1/1: step %d/%d" % (steps, steps)]
+    assert re.fullmatch(r"seed 1 epoch 1/1: step \d+/\d+ - \d+s - [\d.]+ examples/s - "
+                        r"loss: \d\.\d{4}", training[-1]), training[-1]
+    dev = [line for line in printed[:scores] if line.startswith("seed 1 epoch 1 dev: ")]
+    assert [line.split(" - ")[0] for line in dev] == ["seed 1 epoch 1 dev: batch 1/1"]
+    assert "examples/s" in dev[0]
+    test_pass = [line for line in printed[scores:] if line.startswith("seed 1 test")]
+    assert test_pass == []  # a GLUE folder has no labelled test file
+
+
+def test_evaluate_shows_its_pass(finetuned, glue_folder, tmp_path):
+    from nlp_tutorials.finetuned.evaluation import evaluate_model
+
+    folder, _, _ = finetuned
+    printed = []
+    evaluate_model(folder, "dev", tmp_path, data_dir=glue_folder, printer=printed.append)
+    # 40 dev pairs in one batch of 64: the pass's first step is its last.
+    passes = [line for line in printed if line.startswith("MRPC dev: batch")]
+    assert [line.split(" - ")[0] for line in passes] == ["MRPC dev: batch 1/1"]
+    assert re.fullmatch(r"MRPC dev: batch 1/1 - \d+s - [\d.]+ examples/s", passes[0])
+    assert printed.index(passes[0]) < next(i for i, line in enumerate(printed)
+                                           if line.startswith("MRPC dev: accuracy"))

@@ -238,10 +238,13 @@ def test_train_command_exports_and_draws_the_model_it_trained(trained):
 
 
 def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
-    from nlp_tutorials.training.loop import Progress
+    """Pre-training's lines: every --log-every steps (here 3), whatever the time between."""
+    from nlp_tutorials.system.progress import Progress
 
     printed = []
-    progress = Progress(7, every=3, printer=printed.append, start=1, interactive=False)
+    seconds = iter(range(0, 100, 10))  # the start, then a step every 10 s
+    progress = Progress(7, printed.append, batch_size=8, start=1, every_steps=3,
+                        every_seconds=None, interactive=False, clock=lambda: next(seconds))
     for step in range(2, 8):
         progress.update(step, {"loss": float(step), "nsp_accuracy": 0.5, "lm_loss": 9.0})
     progress.note("saved checkpoint ckpt-7")
@@ -251,16 +254,19 @@ def test_progress_prints_plain_lines_where_no_terminal_shows_a_bar():
     smoothed = 2.0
     for step in range(3, 8):
         smoothed = 0.95 * smoothed + 0.05 * step
-    assert re.fullmatch(rf"step 7/7 - \d+s - loss: {smoothed:.4f} - nsp_accuracy: 0\.5000",
-                        printed[-2]), printed[-2]
+    # 8 sequences a step, a step every 10 s: 0.8 a second.
+    assert printed[-2] == f"step 7/7 - 1:00 - 0.8 examples/s - loss: {smoothed:.4f} - " \
+                          f"nsp_accuracy: 0.5000"
+    assert printed[1] == "step 3/7 - 20s - 0.8 examples/s - 40s left - loss: 2.0500 - " \
+                         "nsp_accuracy: 0.5000"
     assert printed[-1] == "saved checkpoint ckpt-7"
 
 
 def test_progress_on_a_terminal_is_a_bar(capsys):
-    from nlp_tutorials.training.loop import Progress
+    from nlp_tutorials.system.progress import Progress
 
     printed = []
-    progress = Progress(3, every=1, printer=printed.append, interactive=True)
+    progress = Progress(3, printed.append, interactive=True)
     for step in range(1, 4):
         progress.update(step, {"loss": 1.0})
     progress.note("saved checkpoint ckpt-3")
@@ -285,8 +291,8 @@ def test_piped_output_is_plain_lines_after_a_quiet_start(tmp_path):
     lines = [line for line in result.stdout.splitlines() if line.startswith("step ")]
     assert [line.split(" - ")[0] for line in lines] == ["step 1/3", "step 3/3"], result.stdout
     number = r"\d+\.\d{4}"
-    assert re.fullmatch(rf"step 3/3 - \d+s - loss: {number} - mlm_accuracy: {number} - "
-                        rf"nsp_accuracy: {number}", lines[-1]), lines[-1]
+    assert re.fullmatch(rf"step 3/3 - \d+s - [\d.]+ examples/s - loss: {number} - "
+                        rf"mlm_accuracy: {number} - nsp_accuracy: {number}", lines[-1]), lines[-1]
     assert "saved checkpoint" in result.stdout and "test masked-token accuracy" in result.stdout
     if not has_nvidia_device():
         assert result.stderr == ""
