@@ -185,18 +185,25 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     ``note_printer`` (default ``printer``) hears what loading the checkpoint notes: a run of
     several seeds says it once.
 
+    Everything random is drawn from ``seed``, set first: the weights a checkpoint lacks, the
+    head's, dropout's and the batch order; on one machine at one thread count the same seed
+    gives the same bits (docs/finetuning.md#repeatable-runs).
+
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
     scores are None; with no test file the test scores are None. The head trains under
     ``strategy`` (its variables live on every replica); scoring runs on one device.
     """
     note_printer = note_printer or printer
+    # Before anything is built: a restored or loaded backbone's dropout layers draw their
+    # seeds from Python's generator as they are made (seeded by nothing else in a fresh
+    # process), and a head a checkpoint lacks is drawn from TensorFlow's.
+    keras.utils.set_random_seed(seed)
     with strategy.scope():
         backbone, tokenizer, earlier = starting_point(dataclasses.replace(config, seed=seed),
                                                       task, note_printer)
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
-    keras.utils.set_random_seed(seed)
     with strategy.scope():
         head = new_head(task, backbone, config, earlier, note_printer)
         compile_for_epochs(head, train, config.epochs, config.batch_size, config.learning_rate,
@@ -255,6 +262,7 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
+    distribute.set_op_determinism(config.deterministic)
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     searched = {}
     if config.search:
