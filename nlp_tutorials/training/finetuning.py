@@ -177,6 +177,19 @@ def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
     return (train, *held)
 
 
+def seeded_start(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print):
+    """:func:`starting_point` under ``strategy``, everything random seeded with ``seed`` first.
+
+    First, as Keras' dropout layers and initialisers take their seeds from Python's generator
+    as they are made: a restored or loaded backbone's dropout (and a pooler a checkpoint lacks)
+    would otherwise follow whatever drew from it before. The seed then goes on to the head's
+    weights and dropout's masks; the batch order has a generator of its own from ``seed``.
+    """
+    keras.utils.set_random_seed(seed)
+    with strategy.scope():
+        return starting_point(dataclasses.replace(config, seed=seed), task, printer)
+
+
 def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print,
                   after_epoch=None, note_printer=None):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
@@ -185,9 +198,8 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     ``note_printer`` (default ``printer``) hears what loading the checkpoint notes: a run of
     several seeds says it once.
 
-    Everything random is drawn from ``seed``, set first: the weights a checkpoint lacks, the
-    head's, dropout's and the batch order; on one machine at one thread count the same seed
-    gives the same bits (docs/finetuning.md#repeatable-runs).
+    Everything random is drawn from ``seed`` (:func:`seeded_start`): on one machine at one
+    thread count the same seed gives the same bits (docs/finetuning.md#repeatable-runs).
 
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
@@ -195,13 +207,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     ``strategy`` (its variables live on every replica); scoring runs on one device.
     """
     note_printer = note_printer or printer
-    # Before anything is built: a restored or loaded backbone's dropout layers draw their
-    # seeds from Python's generator as they are made (seeded by nothing else in a fresh
-    # process), and a head a checkpoint lacks is drawn from TensorFlow's.
-    keras.utils.set_random_seed(seed)
-    with strategy.scope():
-        backbone, tokenizer, earlier = starting_point(dataclasses.replace(config, seed=seed),
-                                                      task, note_printer)
+    backbone, tokenizer, earlier = seeded_start(config, task, seed, strategy, note_printer)
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
     with strategy.scope():

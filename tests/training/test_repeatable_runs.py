@@ -46,9 +46,9 @@ def finetuned(pretrained_bert, mrpc_slice, output_dir, seed: int):
 def test_finetune_twice_with_one_seed_gives_the_same_scores_and_weights(pretrained_bert,
                                                                         mrpc_slice, tmp_path):
     """The backbone restored from the checkpoint makes its dropout layers, whose seeds come
-    from Python's generator: seeded only after that, the second run dropped other units and
-    ended up to 0.01 away. A third run with another seed differs, so the weights do depend on
-    the seed drawn."""
+    from Python's generator: with the seed set only after that (as it was), the second run
+    dropped other units and its weights differed. A third run with another seed differs, so
+    the weights do depend on the seed drawn."""
     first, first_weights = finetuned(pretrained_bert, mrpc_slice, tmp_path / "first", 1)
     second, second_weights = finetuned(pretrained_bert, mrpc_slice, tmp_path / "second", 1)
     assert first["runs"] == second["runs"]
