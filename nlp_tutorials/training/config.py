@@ -29,6 +29,7 @@ from nlp_tutorials.tasks.squad_files import squad_version
 from nlp_tutorials.training.distribute import (
     check_flags,
     cpu_replicas_setting,
+    deterministic_setting,
     parse_tf_config,
     precision_setting,
     strategy_setting,
@@ -121,6 +122,7 @@ class TrainConfig(Settings):
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
+    deterministic: bool = deterministic_setting()
     # No flag sets it: ``train --resume --steps N`` past the planned steps appends one
     # {"at_step", "from_steps", "to_steps", "rate_at_step"} record; the schedule of an extended
     # run is rebuilt from the first record's from_steps and every at_step and to_steps (see
@@ -321,6 +323,7 @@ class FinetuneConfig(Settings):
     strategy: str = strategy_setting()
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
+    deterministic: bool = deterministic_setting()
     # No flag: the RECIPE_SETTINGS given (flags or Python), not the recipe's; a search fixes them.
     recipe_given: tuple = None
 

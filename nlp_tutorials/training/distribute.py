@@ -52,6 +52,12 @@ def precision_setting():
                    choices=PRECISIONS)
 
 
+def deterministic_setting():
+    return setting(False, "TensorFlow's op determinism: kernels that sum in a fixed order (for "
+                          "GPUs; on a CPU the seed alone repeats a run, at the same thread "
+                          "count)")
+
+
 def check_flags(strategy: str, cpu_replicas: int) -> None:
     """Refuse flag combinations that cannot work, before TensorFlow loads.
 
@@ -220,6 +226,17 @@ def check_batch_size(batch_size: int, strategy) -> None:
         raise UserError(f"--batch-size {batch_size} is not divisible by the {replicas} replicas; "
                         f"the global batch is split evenly across them, so use a multiple of "
                         f"{replicas}")
+
+
+def set_op_determinism(on: bool) -> None:
+    """With ``on``, make every TensorFlow op of this process deterministic from now on
+    (``tf.config.experimental.enable_op_determinism``): kernels whose sums would follow thread
+    or GPU scheduling take a fixed order, and an op with no such kernel raises an error rather
+    than run. Off leaves TensorFlow as it is; TensorFlow has no public way back."""
+    if on:
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
 
 
 def set_precision(name: str) -> None:

@@ -206,6 +206,19 @@ def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
     return (train, *held)
 
 
+def seeded_start(config: FinetuneConfig, task: Task, seed: int, strategy):
+    """:func:`starting_point` under ``strategy``, everything random seeded with ``seed`` first.
+
+    First, as Keras' dropout layers and initialisers take their seeds from Python's generator
+    as they are made: a restored or loaded backbone's dropout (and a pooler a checkpoint lacks)
+    would otherwise follow whatever drew from it before. The seed then goes on to the head's
+    weights and dropout's masks; the batch order has a generator of its own from ``seed``.
+    """
+    keras.utils.set_random_seed(seed)
+    with strategy.scope():
+        return starting_point(dataclasses.replace(config, seed=seed), task)
+
+
 def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print,
                   after_epoch=None, note_printer=None, display: ProgressDisplay | None = None):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
@@ -216,6 +229,9 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     shows the progress of each epoch and of each pass over dev and test examples, under
     ``seed N``.
 
+    Everything random is drawn from ``seed`` (:func:`seeded_start`): on one machine at one
+    thread count the same seed gives the same bits (docs/finetuning.md#repeatable-runs).
+
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
     scores are None; with no test file the test scores are None. The head trains under
@@ -223,12 +239,9 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     """
     note_printer = note_printer or printer
     display = (display or ProgressDisplay(printer)).named(f"seed {seed}")
-    with strategy.scope():
-        backbone, tokenizer, earlier = starting_point(dataclasses.replace(config, seed=seed),
-                                                      task)
+    backbone, tokenizer, earlier = seeded_start(config, task, seed, strategy)
     task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
     train, dev, test = encode_splits(task, tokenizer, config)
-    keras.utils.set_random_seed(seed)
     with strategy.scope():
         head = new_head(task, backbone, config, earlier, note_printer)
         compile_for_epochs(head, train, config.epochs, config.batch_size, config.learning_rate,
@@ -292,6 +305,7 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
+    distribute.set_op_determinism(config.deterministic)
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)
     searched = {}
     if config.search:

@@ -269,6 +269,7 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     config, tokenizer, model_config, text = settle_run(config, given, resume, text)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
+    distribute.set_op_determinism(config.deterministic)
     if config.jit:
         check_xla_available()  # before the model is built: a missing XLA fails at once
     restored = newest_intact_checkpoint(config.model_dir) if resume else None
