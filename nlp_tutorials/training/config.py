@@ -81,11 +81,11 @@ class TrainConfig(Settings):
     up linearly over the first ``warmup_fraction`` of them and then decays linearly to 0.
     ``tokenizer`` is "word" (whole words) or "wordpiece" (a ``vocab_size`` sub-word vocabulary
     learned from MRPC train); ``whole_word_mask`` masks all pieces of a word together.
-    ``strategy``, ``cpu_replicas`` and ``precision`` say where and how the step runs (see
-    :mod:`nlp_tutorials.training.distribute`); ``batch_size`` is the global batch, split across replicas.
-    ``steps`` of a run extended on resume is its new total; ``schedule_extensions`` says where
-    it was extended. Fields without a flag are set in Python (``model_type`` by the command).
-    """
+    ``strategy``, ``cpu_replicas``, ``precision`` and ``deterministic`` say where and how the
+    step runs (:mod:`nlp_tutorials.training.distribute`); ``batch_size`` is the global batch,
+    split across replicas. ``steps`` of a run extended on resume is its new total;
+    ``schedule_extensions`` says where it was extended. Fields without a flag are set in Python
+    (``model_type`` by the command)."""
 
     model_type: str = checked("bert", choices=("bert", "gpt"))
     model_dir: str = setting(trained_dir("bert"), "where checkpoints, vocab and config go")
@@ -123,10 +123,9 @@ class TrainConfig(Settings):
     cpu_replicas: int = cpu_replicas_setting()
     precision: str = precision_setting()
     deterministic: bool = deterministic_setting()
-    # No flag sets it: ``train --resume --steps N`` past the planned steps appends one
-    # {"at_step", "from_steps", "to_steps", "rate_at_step"} record; the schedule of an extended
-    # run is rebuilt from the first record's from_steps and every at_step and to_steps (see
-    # nlp_tutorials.training.optimization.WarmupLinearDecay); rate_at_step is for the reader of the file.
+    # No flag: ``train --resume --steps N`` past the planned steps appends a record {"at_step",
+    # "from_steps", "to_steps", "rate_at_step"}; optimization.WarmupLinearDecay rebuilds the
+    # schedule from the first from_steps and every at_step and to_steps (rate_at_step: for readers).
     schedule_extensions: tuple = checked((), check=check_schedule_records)
     # Pre-train on your own text instead of MRPC (docs/corpus.md): a corpus read as a stream
     # (its tokenizer learned from its first ``tokenizer_sample_mb`` MB), or the TFRecord
@@ -184,8 +183,7 @@ class TrainConfig(Settings):
         ``--data``'s shards (training.pretraining); the model flags, ``--max-len`` and the
         settled ``--head-warmup-steps`` against ``--init-from``'s checkpoint
         (training.continued); no ``--steps`` extension of a run with a heads-only warm-up
-        (training.pretraining.extend_run).
-        """
+        (training.pretraining.extend_run)."""
         _check_heads(self.dim, self.heads)
         check_flags(self.strategy, self.cpu_replicas)
         if self.corpus and self.data:
@@ -255,9 +253,8 @@ class FinetuneConfig(Settings):
     format) when set, else from the ``train`` checkpoint in ``model_dir``, else (``from_scratch``)
     it is freshly initialised. Inputs longer than ``max_len`` tokens (also capped by the
     model's ``max_position_embeddings``) are truncated longest-sentence-first, or cut into
-    windows ``stride`` tokens apart (tagging, answer spans). ``strategy``, ``cpu_replicas`` and
-    ``precision`` are as in :class:`TrainConfig`.
-    """
+    windows ``stride`` tokens apart (tagging, answer spans). ``strategy``, ``cpu_replicas``,
+    ``precision`` and ``deterministic`` are as in :class:`TrainConfig`."""
 
     task: str = setting("mrpc", task_flag_help, choices=named_tasks, metavar="TASK")
     data: str = setting("", "folder holding the task's files under their usual names "

@@ -252,8 +252,7 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     """Pre-train a GPT or BERT on ``text``; return it with its MRPC test-split evaluation.
 
     ``text`` (a :class:`~nlp_tutorials.sources.source.PretrainingText`) is what the run learns
-    from; by default the one ``config`` names: MRPC train, ``corpus`` or ``data``
-    (:func:`run_text`). A resumed run must be given the text it started with.
+    from: by default ``config``'s (:func:`run_text`); a resumed run's must be the one it began with.
 
     Everything is checked before anything is written into ``model_dir`` (a refused run leaves
     no file of its own). Saves a checkpoint every ``checkpoint_every`` steps, at the end, and on
