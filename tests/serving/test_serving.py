@@ -9,6 +9,8 @@ tensorflow-text).
 """
 import functools
 import importlib.util
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -436,3 +438,36 @@ def test_missing_tensorflow_text_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow_text", None)  # import now raises ImportError
     with pytest.raises(UserError, match="pip install tensorflow-text"):
         import_tensorflow_text()
+
+
+ONEDNN_FALLBACK = (r"\] oneDNN supports DT_\w+ only on platforms with AVX-512\. Falling back to "
+                   r"the default Eigen-based implementation if present\.$")
+
+
+def readme_snippet(name: str) -> str:
+    """The Python of README.md's `python -c '...'` line that loads ``served/mrpc/1``."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("python -c '", readme.index("export-model --model-dir")) + len("python -c '")
+    return readme[start:readme.index("'\n", start)]
+
+
+@pytest.mark.slow
+def test_the_readmes_savedmodel_snippet_prints_the_probability_and_no_log(exported, loaded,
+                                                                         tmp_path):
+    """Run as a new process would run it, with this run's exported model in place of
+    served/mrpc/1: no TensorFlow start-up lines on standard error. On a CPU without AVX-512,
+    oneDNN logs (as errors) each data type it leaves to Eigen: the one kind of line let by."""
+    served = tmp_path / "served" / "mrpc"
+    served.mkdir(parents=True)
+    (served / "1").symlink_to(exported[1], target_is_directory=True)
+    env = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    shown = subprocess.run([sys.executable, "-c", readme_snippet("served/mrpc/1")],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert [line for line in shown.stderr.splitlines()
+            if not re.search(ONEDNN_FALLBACK, line)] == []
+    expected = call(loaded, "serving_default", sentence1=["Shares rose 5%."],
+                    sentence2=["The stock went up 5 percent."])["probability"]
+    assert re.fullmatch(r"tf\.Tensor\(\[([\d.e-]+)\], shape=\(1,\), dtype=float32\)\n",
+                        shown.stdout), shown.stdout
+    assert float(shown.stdout[len("tf.Tensor(["):].split("]")[0]) == pytest.approx(expected[0])
