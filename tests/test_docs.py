@@ -19,7 +19,9 @@ Every path such a command reads (its input flags, by the runs of nlp_tutorials/c
   given (``finetune``: visual/models/bert_TASK; ``train``: the attention pickle), a shell
   redirection's file or a folder ``mkdir`` makes.
 
-Anything else is named as ``page:line: command flag value (why)``.
+Anything else is named as ``page:line: command flag value (why)``. A placeholder of
+docs/tasks.md#placeholders is set at most once a page, on a line whose comment says what it
+holds.
 """
 import contextlib
 import dataclasses
@@ -342,12 +344,41 @@ def test_every_path_a_command_reads_is_a_placeholder_in_the_repository_or_writte
     assert not unexplained, "\n".join(unexplained)
 
 
+def listed_placeholders() -> set:
+    """The placeholders docs/tasks.md#placeholders names."""
+    text = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
+    section = text.split("\n## Placeholders\n")[1].split("\n## ")[0]
+    return set(re.findall(r"`\$([A-Z_]+)`", section))
+
+
+def placeholder_faults(path: Path, names: set, root: Path = ROOT) -> list:
+    """'page:line: $NAME ...' for each placeholder of ``names`` set again on the page or set
+    without a comment saying what it holds."""
+    faults, seen = [], set()
+    for number, line, language in blocks(path.read_text(encoding="utf-8")):
+        setting = VARIABLE_SET.match(line)
+        if language != "bash" or not setting or setting.group(1) not in names:
+            continue
+        where = f"{page_name(path, root)}:{number}: ${setting.group(1)}"
+        if setting.group(1) in seen:
+            faults.append(f"{where} set again")
+        if not re.search(r"\s#", line):
+            faults.append(f"{where} set without a comment")
+        seen.add(setting.group(1))
+    return faults
+
+
+def test_each_placeholder_is_set_at_most_once_a_page_with_a_comment_saying_what_it_holds():
+    listed = listed_placeholders()
+    assert {"GLUE", "CONLL", "SQUAD", "MINILM", "CORPUS"} <= listed
+    faults = [fault for path in PAGES for fault in placeholder_faults(path, listed)]
+    assert not faults, "\n".join(faults)
+
+
 def test_the_placeholders_of_inputs_are_those_tasks_md_lists():
     """One spelling a kind of data: each placeholder an input starts with is one of
     docs/tasks.md#placeholders."""
-    text = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
-    listed = set(re.findall(r"`\$([A-Z_]+)`", text.split("## Placeholders")[1].split("\n## ")[0]))
-    assert {"GLUE", "CONLL", "SQUAD", "MINILM", "CORPUS"} <= listed
+    listed = listed_placeholders()
     strays = []
     for path in PAGES:
         for number, command in bash_commands(path):
@@ -448,3 +479,11 @@ def test_a_command_reads_its_input_flags_and_writes_its_outputs_or_their_default
     assert command_io("baseline", ["--task", "rte", "--data-dir", "g"]) == (
         "", {"--data": "g"}, [])
     assert shell_outputs("mkdir -p a b && echo x > c; cat c >> d") == ["c", "d", "a", "b"]
+
+
+def test_a_placeholder_set_twice_or_without_a_comment_is_named(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```bash\nGLUE=~/glue   # GLUE's task folders\nGLUE=~/other   # again\n"
+                    "SQUAD=~/squad\nX=1\n```\nGLUE=~/outside a block\n", encoding="utf-8")
+    assert placeholder_faults(page, {"GLUE", "SQUAD"}, tmp_path) == [
+        "page.md:3: $GLUE set again", "page.md:4: $SQUAD set without a comment"]
