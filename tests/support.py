@@ -135,3 +135,9 @@ def fails_without_tensorflow(*args, model: str = "bert", timeout: int = 60) -> s
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     return lines[0]
+
+
+def without_progress(printed: list) -> list:
+    """The lines a command printed less its progress lines (each gives the examples per
+    second: nlp_tutorials.system.progress)."""
+    return [line for line in printed if " examples/s" not in line]

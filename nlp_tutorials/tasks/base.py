@@ -17,7 +17,6 @@ and one line in ``nlp_tutorials.tasks.TASKS`` (docs/design.md, "Tasks: one seam,
 This module is numpy only: TensorFlow is imported when a head is built, not before.
 """
 from pathlib import Path
-import numpy as np
 
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.shapes import Shape
@@ -211,12 +210,16 @@ class Task:
         if split in ("train", "dev") and self.path("dev") is None:
             if self.dev_size is None:
                 self.dev_size = self.held_out_by_default()
-            train, dev = split_train_dev(self.read("train"), self.dev_size,
-                                         self.path("train").name)
+            train, dev = split_train_dev(self.read("train"), self.dev_size, self.train_name())
             return train if split == "train" else dev
         if split != "train" and self.path(split) is None:
             return []
         return self.read(split)
+
+    def train_name(self) -> str:
+        """The train file's name, for a message; "train" for examples given without a file."""
+        path = self.path("train")
+        return path.name if path is not None else "train"
 
     def held_out_by_default(self) -> int:
         """:func:`default_dev_size` of the train file; under :data:`HELD_OUT_DEV`, one line
@@ -226,7 +229,7 @@ class Task:
         if size < HELD_OUT_DEV and self.printer is not None:
             held = (f"the last {size:,} (a tenth) held out as dev" if size
                     else "too few to hold out a tenth as dev: none is")
-            self.printer(f"{self.path('train').name}: {counted(len(train), 'example')}, fewer "
+            self.printer(f"{self.train_name()}: {counted(len(train), 'example')}, fewer "
                          f"than {10 * HELD_OUT_DEV:,}; {held}")
         return size
 

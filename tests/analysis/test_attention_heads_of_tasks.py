@@ -17,6 +17,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
 from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.finetuned.folders import load_finetuned
+from support import without_progress
 
 MAX_LEN = 24
 
@@ -130,7 +131,7 @@ def test_heads_of_a_task_model_score_its_dev_file_study_dev_and_prune(sentence_m
                                      printer=lines.append, data_dir=data)
     written = json.loads((model_dir / bertology.IMPORTANCE_FILE).read_text())
     assert written["dev_pairs"] == 6  # every line of dev.tsv, none held out of train
-    assert lines[0].startswith("head importance of 6 dev sentences written to")
+    assert without_progress(lines)[0].startswith("head importance of 6 dev sentences written to")
     assert "Fake sentences has no test file: the study scores the dev split" in lines
     study = json.loads((model_dir / bertology.STUDY_FILE).read_text())
     assert study["split"] == "dev" and len(study["importance_order"]) == 10

@@ -8,7 +8,7 @@ import pytest
 from nlp_tutorials.training.config import FinetuneConfig
 from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR, load_mrpc
 from nlp_tutorials.system.errors import UserError
-from support import run_main
+from support import run_main, without_progress
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_without_dev_pairs_every_pair_trains_and_the_last_epoch_is_kept(pretrain
                            "1,323 not)",
                            "msr_paraphrase_test.txt: 1,725 sentence pairs (1,147 paraphrases, "
                            "578 not)"]
-    epochs = [line for line in printed if line.startswith("seed 1 epoch")]
+    epochs = [line for line in without_progress(printed) if line.startswith("seed 1 epoch")]
     assert "seed 1 epoch 2: train loss" in epochs[1] and "dev" not in epochs[1]
     assert any("last epoch (no dev examples)" in line for line in printed)
     assert (tmp_path / "all_pairs" / "model.keras").is_file()

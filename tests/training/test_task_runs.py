@@ -11,7 +11,7 @@ import pytest
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR
 from nlp_tutorials.training.config import FINETUNED_DIR, OWN_DATA_TASK, FinetuneConfig
-from support import REPOSITORY, fails_without_tensorflow
+from support import REPOSITORY, fails_without_tensorflow, without_progress
 
 TINY_BERT = REPOSITORY / "tests" / "fixtures" / "bert_tiny_hf"
 
@@ -182,11 +182,6 @@ def test_evaluate_scores_and_writes_what_the_head_predicts(finetuned, glue_folde
     # evaluate prints the run's dev scores on the scale the run printed them.
     assert said[1] == f"MRPC dev: {shown_scores(scores, ' ')}"
     assert said[1].split(": ", 1)[1] in "\n".join(run_printed)
-
-
-def without_progress(printed: list) -> list:
-    """The lines printed less the progress lines (each gives the examples per second)."""
-    return [line for line in printed if " examples/s" not in line]
 
 
 def shown_scores(scores: dict, between: str) -> str:
