@@ -39,3 +39,9 @@ def test_what_is_not_the_lesson_comes_from_the_bases_beside_it():
     assert not hasattr(gpt.GPT, "from_pretrained")
     for cls in (transformer.Transformer, gpt.GPT, bert.BERT):
         assert not {"attend", "attentions", "attention_vectors"} & set(dir(cls))
+
+
+def test_the_three_lesson_files_fit_in_400_lines_together():
+    lines = {module.__name__: len(inspect.getsource(module).splitlines())
+             for module in (transformer, gpt, bert)}
+    assert sum(lines.values()) <= 400, lines
