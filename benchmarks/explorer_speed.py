@@ -30,6 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 from nlp_tutorials.analysis import explorer  # noqa: E402
+from nlp_tutorials.analysis.attention_capture import attention_vectors  # noqa: E402
 from nlp_tutorials.tasks.mrpc import Pair, load_mrpc  # noqa: E402
 from nlp_tutorials.text.packing import encode_pairs
 from nlp_tutorials.analysis.visual import as_numpy, attention_data  # noqa: E402
@@ -81,7 +82,7 @@ def write_page(tokens: int, path: Path):
     model, tokenizer, name = load_model()
     encoded = encode_pairs(tokenizer, [long_pair(tokenizer, tokens)], tokens)
     ids, segments = encoded["input_ids"], encoded["token_type_ids"]
-    found = as_numpy(model.attention_vectors({"input_ids": ids, "token_type_ids": segments}))
+    found = as_numpy(attention_vectors(model, {"input_ids": ids, "token_type_ids": segments}))
     data = attention_data("bert", [tokenizer.convert_ids_to_tokens(row) for row in ids],
                           found["attentions"], queries=found["queries"], keys=found["keys"],
                           segments=segments.tolist())

@@ -56,6 +56,7 @@ EXPLORER, VISUAL = PKG + "analysis/explorer/__init__.py", PKG + "analysis/visual
 JS, CONFTEST = PKG + "analysis/explorer/explorer.js", "tests/conftest.py"
 BERTOLOGY, TRAINABLE = PKG + "analysis/bertology.py", PKG + "models/trainable.py"
 MASKING, GPT = PKG + "text/masking.py", PKG + "models/gpt.py"
+HUGGINGFACE, PRUNING_CODE = PKG + "models/huggingface.py", PKG + "models/pruning.py"
 SHARDS, CORPUS = PKG + "sources/shards.py", PKG + "sources/corpus.py"
 SHARD_BATCHES = PKG + "sources/shard_batches.py"
 EXPLORE = "analysis/test_explorer.py"
@@ -85,16 +86,16 @@ BREAKAGES = (
              "        model = load(model_dir)\n"
              "        return collect_date_attention(type(model)(model.config), n)", DATE_TEST),
     Breakage("analysis/explorer: `explore` on a fine-tuned folder draws a fresh backbone",
-             EXPLORER, "    found = head.backbone.attention_vectors(",
-             "    found = type(head.backbone)(head.backbone.config).attention_vectors(",
+             EXPLORER, "    found = attention_vectors(head.backbone, ",
+             "    found = attention_vectors(type(head.backbone)(head.backbone.config), ",
              tests(EXPLORE, "test_explore_a_fine_tuned_folder_shows_its_backbone")),
     Breakage("analysis/visual: the date decoder is fed the target without `[BOS]`, with `[EOS]`",
              VISUAL, "dates.encode_targets(held_out)[:, :-1]",
              "dates.encode_targets(held_out)[:, 1:]", DATE_TEST),
     Breakage("analysis/visual: the cross-attention's heads come out in reverse order", VISUAL,
-             '    found = model.attention_vectors({"src_ids": tf.constant(src), '
+             '    found = attention_vectors(model, {"src_ids": tf.constant(src), '
              '"tgt_ids": tf.constant(tgt)})\n',
-             '    found = model.attention_vectors({"src_ids": tf.constant(src), '
+             '    found = attention_vectors(model, {"src_ids": tf.constant(src), '
              '"tgt_ids": tf.constant(tgt)})\n'
              '    for kind in found:\n'
              '        found[kind]["encoder_decoder"] = [x[:, ::-1] for x in '
@@ -167,14 +168,15 @@ BREAKAGES = (
              "            yield first, second, label\n",
              "            yield first, second, NOT_NEXT if label == IS_NEXT else IS_NEXT\n",
              tests(CORPUS_TESTS, "test_shards_hold_the_corpus_pairs")),
-    Breakage("models/gpt: `prune_heads` returns the pruned copy again (HuggingFace's name, not "
-             "its in-place contract)", GPT,
+    Breakage("models/huggingface: `prune_heads` returns the pruned copy again (HuggingFace's "
+             "name, not its in-place contract)", HUGGINGFACE,
              "        raise NotImplementedError(\n            f\"prune_heads:",
-             "        return pruned_copy(self, heads_to_prune)\n"
+             "        return self.with_heads_pruned(heads_to_prune)\n"
              "        raise NotImplementedError(\n            f\"prune_heads:",
              tests(PRUNING, "test_prune_heads_raises_and_names_the_method_that_returns_a_"
                    "pruned_copy")),
-    Breakage("models/gpt: `with_heads_pruned` returns the model itself, unpruned", GPT,
+    Breakage("models/pruning: `with_heads_pruned` returns the model itself, unpruned",
+             PRUNING_CODE,
              "        return pruned_copy(self, heads_to_prune)", "        return self",
              tests(PRUNING, "test_pruned_heads_compute_what_masked_heads_do_with_smaller_weights",
                    "test_pruned_models_save_and_load_with_their_heads")),

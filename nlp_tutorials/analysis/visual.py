@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nlp_tutorials.analysis.attention_capture import attention_vectors
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import open_regular, write_bytes_atomic
 from nlp_tutorials.system.safe_pickle import ADMITTED, Refused, load_data
@@ -107,7 +108,7 @@ def collect_attention(model, tokenizer, n, split="test", pairs=None) -> dict:
     longest = int(np.max(np.sum(encoded["input_ids"] != model.config.pad_token_id, axis=1)))
     ids, segments = (encoded[name][:, :max(longest, 1)]
                      for name in ("input_ids", "token_type_ids"))
-    found = model.attention_vectors({"input_ids": ids, "token_type_ids": segments})
+    found = attention_vectors(model, {"input_ids": ids, "token_type_ids": segments})
     return {"model_name": model.config.model_type,
             "src_tokens": [tokenizer.convert_ids_to_tokens(row) for row in ids],
             "segments": segments.tolist(), **as_numpy(found)}
@@ -135,7 +136,7 @@ def collect_date_attention(model, n: int) -> dict:
 
     held_out = dates.split()[1][:n]
     src, tgt = dates.encode_sources(held_out), dates.encode_targets(held_out)[:, :-1]
-    found = model.attention_vectors({"src_ids": tf.constant(src), "tgt_ids": tf.constant(tgt)})
+    found = attention_vectors(model, {"src_ids": tf.constant(src), "tgt_ids": tf.constant(tgt)})
     return {"model_name": "transformer",
             "src_tokens": [[dates.VOCAB[i] for i in row] for row in src],
             "tgt_tokens": [[dates.VOCAB[i] for i in row] for row in tgt], **as_numpy(found)}

@@ -1,52 +1,41 @@
 """BERT (Devlin et al., 2019): GPT's stack made bidirectional and trained to fill in blanks.
 
-BERT differs from :class:`~nlp_tutorials.models.gpt.GPT` in two things only:
+As a model, BERT differs from :class:`~nlp_tutorials.models.gpt.GPT` in two things only:
 
 - ``mask()``: padding only, so every token attends to both its left and its right;
 - ``step()``: the masked-LM loss at the chosen positions + 0.2 x the next-sentence loss.
 
+``from_pretrained``/``save_pretrained`` (checkpoints) come from another base, kept outside the
+lesson: :class:`~nlp_tutorials.models.huggingface.PretrainedCheckpoints`.
+
 Run ``python -m nlp_tutorials.bert train`` to pre-train it on MRPC.
 """
-
 import keras
 import tensorflow as tf
 
-from nlp_tutorials.models import pretrained
 from nlp_tutorials.models.gpt import GPT, NSP_WEIGHT
+from nlp_tutorials.models.huggingface import PretrainedCheckpoints
 from nlp_tutorials.models.losses import sparse_cross_entropy
 from nlp_tutorials.models.masks import padding_mask
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
-class BERT(GPT):
+class BERT(PretrainedCheckpoints, GPT):
     """Bidirectional encoder pre-trained with masked-LM and next-sentence prediction.
 
     Same inputs and outputs as :class:`GPT`; under the bidirectional mask the pooled output
-    reads ``[CLS]`` (position 0).
+    reads ``[CLS]`` (position 0). Example (layer 0's attention, sequence 0, head 0)::
+
+        >>> from nlp_tutorials.models.config import ModelConfig
+        >>> model = BERT(ModelConfig("bert", vocab_size=20, hidden_size=8, num_hidden_layers=2,
+        ...                          num_attention_heads=2, intermediate_size=16))
+        >>> ids = tf.constant([[2, 5, 0]])  # the last is [PAD]
+        >>> out = model({"input_ids": ids, "token_type_ids": tf.zeros_like(ids)})
+        >>> (out["attentions"]["encoder"][0][0, 0] > 0).numpy().astype(int)  # padding only
+        array([[1, 1, 0],
+               [1, 1, 0],
+               [1, 1, 0]])
     """
-
-    @classmethod
-    def from_pretrained(cls, path, printer=print) -> "BERT":
-        """A BERT with real pretrained weights from a folder in HuggingFace's format
-        (``config.json``, ``model.safetensors``) or Google's (``bert_config.json``,
-        ``bert_model.ckpt.*``); see :mod:`nlp_tutorials.models.pretrained`.
-
-        Pre-training heads the checkpoint lacks keep their fresh initialisation, and
-        ``printer`` gets a one-line note saying so. Bad folders raise UserError.
-        """
-        config = pretrained.read_config(path)
-        weights = pretrained.read_weights(path, config, printer)  # names checked before building
-        model = cls(config)
-        pretrained.assign_weights(model, weights, path)
-        return model
-
-    def save_pretrained(self, directory):
-        """Write HuggingFace's ``config.json`` and ``model.safetensors`` into ``directory``.
-
-        :meth:`from_pretrained` and transformers' ``BertForPreTraining.from_pretrained`` both
-        read the folder back. Returns its Path.
-        """
-        return pretrained.save_pretrained(self, directory)
 
     def mask(self, ids, attention_mask=None):
         """Padding only: every real token is visible from every position. [batch, 1, 1, step]

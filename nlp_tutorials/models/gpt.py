@@ -7,18 +7,17 @@ original tutorial it also carries a next-sentence head, so GPT and BERT share on
 Run ``python -m nlp_tutorials.gpt train`` to train it on MRPC, then
 ``python -m nlp_tutorials.gpt generate --prompt "the company said"`` to continue a sentence.
 """
-
 import keras
 import tensorflow as tf
 
 from nlp_tutorials.models.config import ModelConfig
-from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.speed.kernels import LayerNorm
-from nlp_tutorials.models.losses import sparse_cross_entropy
-from nlp_tutorials.models.masks import cached_causal_mask
-from nlp_tutorials.models.pruning import pruned_copy
+from nlp_tutorials.models.huggingface import HuggingFaceBackbone
 from nlp_tutorials.models.layers import Block, Embeddings, Encoder, activation, truncated_normal
+from nlp_tutorials.models.losses import sparse_cross_entropy
+from nlp_tutorials.models.masks import cached_causal_mask, layer_head_mask
+from nlp_tutorials.models.pruning import HeadPruning
 from nlp_tutorials.models.transformer import Transformer
+from nlp_tutorials.speed.kernels import LayerNorm
 
 NSP_WEIGHT = 0.2  # the original tutorial's weight of the next-sentence loss
 
@@ -64,7 +63,7 @@ class Pooler(Block):
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
-class GPT(Transformer):
+class GPT(HuggingFaceBackbone, HeadPruning, Transformer):
     """Decoder-only Transformer: word + segment + position embeddings, one causal stack.
 
     What it changes from :class:`Transformer`: the layers (one stack, no cross-attention),
@@ -77,6 +76,19 @@ class GPT(Transformer):
     ``hidden_states`` (the embeddings' output and each layer's, [batch, step, hidden] each) and
     ``attentions`` ``{"encoder": [one [batch, heads, step, step] tensor per layer]}``.
     Heads: :meth:`pretraining_heads` maps those to token logits and next-sentence logits.
+    Beside the lesson, from its other bases: HuggingFace's ``encode`` and ``prune_heads``
+    (:mod:`~nlp_tutorials.models.huggingface`) and ``with_heads_pruned``
+    (:mod:`~nlp_tutorials.models.pruning`). Example (layer 0's attention, sequence 0, head 0)::
+
+        >>> from nlp_tutorials.models.config import ModelConfig
+        >>> model = GPT(ModelConfig("gpt", vocab_size=20, hidden_size=8, num_hidden_layers=2,
+        ...                         num_attention_heads=2, intermediate_size=16))
+        >>> ids = tf.constant([[2, 5, 6]])
+        >>> out = model({"input_ids": ids, "token_type_ids": tf.zeros_like(ids)})
+        >>> (out["attentions"]["encoder"][0][0, 0] > 0).numpy().astype(int)  # causal
+        array([[1, 0, 0],
+               [1, 1, 0],
+               [1, 1, 1]])
     """
 
     def build_layers(self):
@@ -109,102 +121,13 @@ class GPT(Transformer):
         ids = inputs["input_ids"]  # [batch, step]
         x = self.embeddings(ids, inputs.get("token_type_ids"), training=training)
         mask = self.mask(ids, inputs.get("attention_mask"))
-        hidden_states, attentions, _ = self.encoder(
-            x, mask, training=training, head_mask=self.layer_head_mask(inputs.get("head_mask")))
+        head_mask = layer_head_mask(inputs.get("head_mask"), self.config)  # [layers, heads]
+        hidden_states, attentions, _ = self.encoder(x, mask, training=training, head_mask=head_mask)
         x = hidden_states[-1]  # [batch, step, hidden]
         return {"sequence_output": x,
                 "pooled_output": self.pooler(x, self.summary_positions(mask)),  # [batch, hidden]
                 "hidden_states": hidden_states,
                 "attentions": {"encoder": attentions}}
-
-    def attention_vectors(self, inputs):
-        """``call``'s attention probabilities and the queries and keys that made them.
-
-        ``inputs`` as ``call`` takes them. Returns ``{"attentions", "queries", "keys"}``, each
-        ``{"encoder": [one array per layer]}``: [batch, heads, step, step], [batch, heads, step,
-        head_size] and [batch, heads, step, head_size] (inference mode). Layer i's queries and
-        keys are projected from ``hidden_states[i]``, the input ``call`` returns for it.
-        """
-        outputs = self(inputs, training=False)
-        blocks, states = self.encoder.blocks, outputs["hidden_states"]
-        return {"attentions": outputs["attentions"],
-                "queries": {"encoder": [b.attention.queries(x) for b, x in zip(blocks, states)]},
-                "keys": {"encoder": [b.attention.project(x)["key"]
-                                     for b, x in zip(blocks, states)]}}
-
-    def layer_head_mask(self, head_mask):
-        """``head_mask`` as [layers, heads] float32 (one [heads] row serves every layer).
-
-        1 keeps a head, 0 switches it off, values between scale it; heads are numbered as in
-        the unpruned model. None stays None. A mask of another shape raises UserError.
-        """
-        if head_mask is None:
-            return None
-        head_mask = tf.cast(head_mask, tf.float32)
-        layers, heads = self.config.num_hidden_layers, self.config.num_attention_heads
-        if head_mask.shape == (heads,):
-            return tf.tile(head_mask[tf.newaxis], [layers, 1])
-        if head_mask.shape != (layers, heads):
-            raise UserError(f"head_mask of shape {list(head_mask.shape)}: expected [{heads}] "
-                            f"(heads) or [{layers}, {heads}] (layers, heads)")
-        return head_mask
-
-    def encode(self, input_ids, token_type_ids=None, attention_mask=None, head_mask=None,
-               output_hidden_states=False, training=False):
-        """Run the backbone: ids, segments and the 1/0 ``attention_mask``, all [batch, step];
-        ``head_mask`` [heads] or [layers, heads] multiplies each head's attention (0: off).
-
-        Returns a dict: ``sequence_output`` [batch, step, hidden], ``pooled_output``
-        [batch, hidden] and ``attentions``, one [batch, heads, step, step] tensor per layer;
-        with ``output_hidden_states``, also ``hidden_states``: the embeddings' output and each
-        layer's, [batch, step, hidden] each (layers + 1 of them), as HuggingFace's BertModel.
-        Sequences longer than ``max_position_embeddings`` are refused (positions past it have
-        no embedding): truncate when tokenizing instead, which cuts a pair's longer sentence
-        first.
-        """
-        length = input_ids.shape[-1]
-        if length is not None and length > self.config.max_position_embeddings:
-            raise UserError(f"input of {length} tokens is longer than this model's "
-                            f"max_position_embeddings={self.config.max_position_embeddings}; "
-                            f"truncate it when tokenizing")
-        inputs = {"input_ids": input_ids}
-        if token_type_ids is not None:
-            inputs["token_type_ids"] = token_type_ids
-        if attention_mask is not None:
-            inputs["attention_mask"] = attention_mask
-        if head_mask is not None:
-            inputs["head_mask"] = self.layer_head_mask(head_mask)  # a bad shape fails here
-        outputs = self(inputs, training=training)
-        encoded = {"sequence_output": outputs["sequence_output"],
-                   "pooled_output": outputs["pooled_output"],
-                   "attentions": outputs["attentions"]["encoder"]}
-        if output_hidden_states:
-            encoded["hidden_states"] = outputs["hidden_states"]
-        return encoded
-
-    def with_heads_pruned(self, heads_to_prune: dict) -> "GPT":
-        """A copy of this model without the attention heads ``{layer: [head, ...]}``.
-
-        Heads are numbered as in the unpruned model; those pruned before stay pruned. The
-        pruned heads' columns leave the query, key and value weights and their rows the output
-        weights, so the copy computes less, and its config's ``pruned_heads`` records them
-        (saving and loading keep them). Its outputs equal this model's with those heads masked
-        to 0. This model is left as it is: Keras layers cannot shrink once built.
-
-        Example::
-
-            model = model.with_heads_pruned({0: [1, 3], 5: [2]})
-        """
-        return pruned_copy(self, heads_to_prune)
-
-    def prune_heads(self, heads_to_prune: dict):
-        """Refused: HuggingFace's ``prune_heads`` changes the model in place, which a built
-        Keras model cannot do, and a copy returned under that name would be dropped by code
-        written for HuggingFace, pruning nothing. Use :meth:`with_heads_pruned`."""
-        raise NotImplementedError(
-            f"prune_heads: HuggingFace's prunes the model in place, which this Keras model "
-            f"cannot do (its layers cannot shrink once built); use "
-            f"model = model.with_heads_pruned({heads_to_prune!r}), which returns a pruned copy")
 
     def pretraining_heads(self, sequence_output, pooled_output):
         """(token logits [batch, positions, vocab], next-sentence logits [batch, 2])."""

@@ -4,8 +4,11 @@ Added to the attention scores before the softmax, MASK_VALUE makes a hidden key'
 exactly 0. :func:`padding_mask` hides padding (BERT, the Transformer's encoder);
 :func:`causal_mask` hides the future too (GPT, the Transformer's decoder);
 :func:`cached_causal_mask` is the causal mask of positions decoded one at a time.
+:func:`layer_head_mask` is of another kind: multiplicative, per attention head (1 keeps, 0 off).
 """
 import tensorflow as tf
+
+from nlp_tutorials.system.errors import UserError
 
 # Large enough that exp() of it underflows to exactly 0 in float32, yet finite in float16
 # (max 65504) and bfloat16, so masked scores never turn into NaN under mixed precision.
@@ -55,3 +58,21 @@ def cached_causal_mask(past, new):
     """
     allowed = tf.linalg.band_part(tf.ones([new, past + new]), -1, past)  # 1 where j - i <= past
     return ((1.0 - allowed) * MASK_VALUE)[tf.newaxis, tf.newaxis]
+
+
+def layer_head_mask(head_mask, config):
+    """``head_mask`` as [layers, heads] float32 (one [heads] row serves every layer).
+
+    1 keeps a head, 0 switches it off, values between scale it; heads are numbered as in the
+    unpruned model of ``config``. None stays None. A mask of another shape raises UserError.
+    """
+    if head_mask is None:
+        return None
+    head_mask = tf.cast(head_mask, tf.float32)
+    layers, heads = config.num_hidden_layers, config.num_attention_heads
+    if head_mask.shape == (heads,):
+        return tf.tile(head_mask[tf.newaxis], [layers, 1])
+    if head_mask.shape != (layers, heads):
+        raise UserError(f"head_mask of shape {list(head_mask.shape)}: expected [{heads}] "
+                        f"(heads) or [{layers}, {heads}] (layers, heads)")
+    return head_mask

@@ -6,10 +6,11 @@ projection the matching rows, so the layer computes ``kept / heads`` of the atte
 Pruning a head gives the same outputs as masking it (tests/models/test_pruning.py checks this).
 
 Keras layers cannot shrink once built, so pruning makes a new model and leaves the one pruned as
-it is: ``model = model.with_heads_pruned({0: [1, 3]})`` for a GPT or BERT,
-``head = pruned_head_model(head, {0: [1, 3]})`` for a fine-tuning head. HuggingFace's
-``prune_heads`` changes its model in place instead; here it raises, so code written for
-HuggingFace that drops the result cannot go on with an unpruned model unnoticed.
+it is: ``model = model.with_heads_pruned({0: [1, 3]})`` for a GPT or BERT (:class:`HeadPruning`,
+one of their bases), ``head = pruned_head_model(head, {0: [1, 3]})`` for a fine-tuning head.
+HuggingFace's ``prune_heads`` changes its model in place instead; here it raises
+(models/huggingface.py), so code written for HuggingFace that drops the result cannot go on
+with an unpruned model unnoticed.
 
 The heads removed are recorded in ``ModelConfig.pruned_heads`` (numbered as in the unpruned
 model, as HuggingFace's ``config.json`` records them), so a saved model, a checkpoint or a
@@ -19,6 +20,25 @@ import dataclasses
 
 import keras
 import tensorflow as tf
+
+
+class HeadPruning:
+    """``with_heads_pruned``, on GPT and BERT."""
+
+    def with_heads_pruned(self, heads_to_prune: dict):
+        """A copy of this model without the attention heads ``{layer: [head, ...]}``.
+
+        Heads are numbered as in the unpruned model; those pruned before stay pruned. The
+        pruned heads' columns leave the query, key and value weights and their rows the output
+        weights, so the copy computes less, and its config's ``pruned_heads`` records them
+        (saving and loading keep them). Its outputs equal this model's with those heads masked
+        to 0. This model is left as it is: Keras layers cannot shrink once built.
+
+        Example::
+
+            model = model.with_heads_pruned({0: [1, 3], 5: [2]})
+        """
+        return pruned_copy(self, heads_to_prune)
 
 
 def pruned_config(config, heads_to_prune: dict):

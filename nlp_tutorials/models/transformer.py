@@ -5,10 +5,11 @@ Run ``python -m nlp_tutorials.transformer train`` to teach it to translate dates
 :class:`Transformer` stacks the layers of :mod:`nlp_tutorials.models.layers` into the
 encoder-decoder; ``GPT`` and ``BERT`` build on it. Its methods are the family's contract:
 ``call``, ``mask``, ``start_cache``/``decode_step`` and ``step`` keep one signature and one
-meaning whichever model runs them.
+meaning whichever model runs them. What is not the lesson sits beside it: HuggingFace's interface
+in :mod:`~nlp_tutorials.models.huggingface`, head pruning in :mod:`~nlp_tutorials.models.pruning`,
+the queries and keys the explorer draws in :mod:`nlp_tutorials.analysis.attention_capture`.
 """
 import keras
-import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.models.config import ModelConfig
@@ -16,12 +17,6 @@ from nlp_tutorials.models.layers import Decoder, Embeddings, Encoder, truncated_
 from nlp_tutorials.models.losses import sparse_cross_entropy
 from nlp_tutorials.models.masks import cached_causal_mask, causal_mask, padding_mask
 from nlp_tutorials.models.trainable import TrainableModel
-
-
-def _add_vectors(vectors, stack, attention, query_input, memory):
-    """Append one attention layer's queries and keys (of its inputs) to ``vectors``' ``stack``."""
-    vectors["queries"][stack].append(attention.queries(query_input))
-    vectors["keys"][stack].append(attention.project(memory)["key"])
 
 
 @keras.saving.register_keras_serializable(package="nlp_tutorials")
@@ -37,18 +32,28 @@ class Transformer(TrainableModel):
     - :meth:`mask`: the additive self-attention mask of a stack that reads ``ids``;
     - :meth:`step`: one optimisation step on a batch dict (``TrainableModel`` compiles it and
       runs it under Keras' ``fit``);
-    - :meth:`start_cache` / :meth:`decode_step`: generation one token at a time;
-    - :meth:`attend` / :attr:`attentions`: attention maps captured for export.
+    - :meth:`start_cache` / :meth:`decode_step`: generation one token at a time.
 
     Here, ``call`` takes ``src_ids`` [batch, s_step] and ``tgt_ids`` [batch, t_step] (the
     decoder input, starting with a start token) and returns ``logits`` [batch, t_step,
     target_vocab] and the ``encoder``, ``decoder`` and ``encoder_decoder`` attentions.
+    Example (the decoder's first self-attention, layer 0 of sequence 0, head 0, is causal)::
+
+        >>> from nlp_tutorials.models.config import ModelConfig
+        >>> model = Transformer(ModelConfig("transformer", vocab_size=20, hidden_size=8,
+        ...     num_hidden_layers=2, num_attention_heads=2, intermediate_size=16))
+        >>> out = model({"src_ids": tf.constant([[5, 6, 7]]), "tgt_ids": tf.constant([[1, 5, 6]])})
+        >>> out["logits"].shape
+        TensorShape([1, 3, 20])
+        >>> (out["attentions"]["decoder"][0][0, 0] > 0).numpy().astype(int)
+        array([[1, 0, 0],
+               [1, 1, 0],
+               [1, 1, 1]])
     """
 
     def __init__(self, config: ModelConfig, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self._last_attentions = None
         self.build_layers()
         self.build_weights()
 
@@ -95,38 +100,6 @@ class Transformer(TrainableModel):
                 "attentions": {"encoder": enc_probs, "decoder": dec_probs,
                                "encoder_decoder": cross_probs}}
 
-    def attention_vectors(self, inputs):
-        """The attention probabilities of ``call`` and the queries and keys that made them.
-
-        Returns ``{"attentions": ..., "queries": ..., "keys": ...}``, each ``{stack name: [one
-        array per layer]}``: probabilities [batch, heads, q_step, k_step], queries [batch,
-        heads, q_step, head_size], keys [batch, heads, k_step, head_size] (inference mode).
-        Each layer's attention inputs are recomputed from the layer's own input, so nothing is
-        kept on the layers.
-        """
-        src_ids, tgt_ids = inputs["src_ids"], inputs["tgt_ids"]
-        src_mask = padding_mask(src_ids, self.config.pad_token_id)  # [batch, 1, 1, s_step]
-        encoded, enc_probs, _ = self.encoder(self.src_embeddings(src_ids), src_mask)
-        memory = encoded[-1]  # [batch, s_step, hidden]
-        vectors = {"queries": {"encoder": [], "decoder": [], "encoder_decoder": []},
-                   "keys": {"encoder": [], "decoder": [], "encoder_decoder": []}}
-        for block, x in zip(self.encoder.blocks, encoded):
-            _add_vectors(vectors, "encoder", block.attention, x, x)
-        x, self_mask = self.tgt_embeddings(tgt_ids), self.mask(tgt_ids)
-        dec_probs, cross_probs = [], []
-        for block in self.decoder.blocks:
-            _add_vectors(vectors, "decoder", block.self_attention, x, x)
-            # The cross-attention reads the self-attention sub-layer's output.
-            attended = block.self_attention(x, x, self_mask)[0]
-            _add_vectors(vectors, "encoder_decoder", block.cross_attention,
-                         block.self_norm(x, attended), memory)
-            x, self_probs, probs, _ = block(x, memory, self_mask, src_mask)
-            dec_probs.append(self_probs)
-            cross_probs.append(probs)
-        vectors["attentions"] = {"encoder": enc_probs, "decoder": dec_probs,
-                                 "encoder_decoder": cross_probs}
-        return vectors
-
     def start_cache(self, inputs):
         """The state decoding starts from, for the batch of ``inputs`` (a dict as ``call``'s).
 
@@ -171,22 +144,6 @@ class Transformer(TrainableModel):
         if training:
             self.apply_gradients(tape, loss)
         return {"loss": loss, "token_accuracy": accuracy}
-
-    def attend(self, inputs):
-        """Run the model in inference mode and keep its attention maps (as numpy).
-
-        Returns the model's output dict; afterwards :attr:`attentions` holds
-        ``{stack name: [one float32 array [batch, heads, q_step, k_step] per layer]}``.
-        """
-        outputs = self(inputs, training=False)
-        self._last_attentions = {name: [np.asarray(p, np.float32) for p in probs]
-                                 for name, probs in outputs["attentions"].items()}
-        return outputs
-
-    @property
-    def attentions(self):
-        """Attention maps of the last :meth:`attend` call (None before the first)."""
-        return self._last_attentions
 
     def get_config(self):
         return {"config": self.config.to_dict()}

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.analysis import explorer
+from nlp_tutorials.analysis.attention_capture import attention_vectors
 from nlp_tutorials.cli import main
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.analysis.visual import save_attention_pickle
@@ -280,7 +281,7 @@ def test_attention_vectors_make_the_attention(model_type):
     ids = np.array([[2, 5, 6, 7, 0, 0], [2, 3, 4, 5, 6, 7]], np.int32)
     inputs = ({"src_ids": ids, "tgt_ids": ids} if model_type == "transformer"
               else {"input_ids": ids, "token_type_ids": np.zeros_like(ids)})
-    found = model.attention_vectors(inputs)
+    found = attention_vectors(model, inputs)
     called = model(inputs)["attentions"]
     lengths = (ids != 0).sum(1)
     for entry, layers in found["attentions"].items():

@@ -151,7 +151,7 @@ def train_steps(steps: int = 12):
     batch = {k: tf.constant(v) for k, v in batch.items()}
     step = model.compiled_step(batch)
     losses = [float(step(batch)["loss"]) for _ in range(steps)]
-    probs = model.attend(batch)["attentions"]["encoder"][0]  # [batch, heads, step, step]
+    probs = model(batch, training=False)["attentions"]["encoder"][0]  # [batch, heads, step, step]
     return model, losses, tf.cast(probs, tf.float32).numpy()[..., 9:]
 
 

@@ -261,6 +261,7 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
     ``predict`` encodes, to the task's length; the page shows one row per example: the
     chosen ending's for a multiple-choice example, the first window's for a long one.
     """
+    from nlp_tutorials.analysis.attention_capture import attention_vectors
     from nlp_tutorials.analysis.bertology import task_with_data
     from nlp_tutorials.analysis.visual import as_numpy
     from nlp_tutorials.finetuned.inference import head_outputs
@@ -281,7 +282,7 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
     # Columns of padding alone carry no attention worth drawing.
     longest = max(int(np.max(np.sum(ids != pad, axis=1))), 1)
     ids, segments = ids[:, :longest], segments[:, :longest]
-    found = head.backbone.attention_vectors({"input_ids": ids, "token_type_ids": segments})
+    found = attention_vectors(head.backbone, {"input_ids": ids, "token_type_ids": segments})
     return {"model_name": head.backbone.config.model_type,
             "src_tokens": [tokenizer.convert_ids_to_tokens(row) for row in ids],
             "segments": segments.tolist(), **as_numpy(found),
