@@ -8,12 +8,14 @@ what each output holds. TensorFlow is started here, inside the functions, so tha
 bad flags and those refusals answer before it loads.
 """
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 
 from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, RESULTS_DIR, default_pickle
 from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.model_files import CHECKPOINT_DIR, MODEL_FILE, WEIGHTS_NAME
 from nlp_tutorials.system.outputs import Interrupted, Output, writing
 from nlp_tutorials.system.progress import ProgressDisplay
 from nlp_tutorials.system.startup import start_tensorflow
@@ -21,9 +23,6 @@ from nlp_tutorials.training.config import trained_dir
 from nlp_tutorials.training.distribute import is_chief, worker_dir
 from nlp_tutorials.training.search import SEARCH_FILE
 
-# What a model folder holds once a run has saved something worth keeping (see held_folder):
-# pre-training's checkpoints, the date model's weights, a fine-tuned model.
-CHECKPOINTS, DATE_WEIGHTS, FINETUNED_MODEL = "checkpoints", "model.weights.h5", "model.keras"
 
 
 def run_train(config, options, given) -> None:
@@ -33,7 +32,7 @@ def run_train(config, options, given) -> None:
     saved run. Ctrl-C saves a checkpoint and ends the run (exit status 130).
     """
     model_dir = Output("--model-dir", worker_dir(config.model_dir, config.strategy),
-                       folder=True, lock=True, results=(CHECKPOINTS,))
+                       folder=True, lock=True, results=(CHECKPOINT_DIR,))
     reads = {"--data": config.data, "--init-from": config.init_from,
              "--corpus": corpus_files(config.corpus) if config.corpus else []}
     with writing([model_dir], reads):
@@ -100,16 +99,13 @@ def run_explore(settings) -> None:
     """``explore``: one HTML page from a pickle (--input) or a model (--model-dir)."""
     from nlp_tutorials.analysis.explorer import explore
 
-    model_dir = None if settings.input else (settings.model_dir
-                                             or trained_dir(settings.model_type))
+    if not settings.input and not settings.model_dir:
+        settings = dataclasses.replace(settings, model_dir=trained_dir(settings.model_type))
     # The page's path is checked by the explorer, which words its own refusal.
     page = Output("--output", settings.output, checked=False)
-    with writing([page], {"--input": settings.input, "--model-dir": model_dir,
+    with writing([page], {"--input": settings.input, "--model-dir": settings.model_dir,
                           "--importance": settings.importance, "--data": settings.data}):
-        path = explore(settings.model_type, settings.output, model_dir,
-                          settings.input or None, settings.n, settings.example, settings.layer,
-                          settings.head, settings.view, settings.importance,
-                          data_dir=settings.data)
+        path = explore(settings)
     print(f"explorer page written to {path}")
 
 
@@ -138,7 +134,7 @@ def run_finetune(config) -> None:
     """``bert finetune``: fine-tune on the task, report dev and test scores, save the model."""
     # A recipe search's search.json is worth keeping alone: the next run goes on from it.
     output_dir = Output("--output-dir", worker_dir(config.output_dir, config.strategy),
-                        folder=True, lock=True, results=(FINETUNED_MODEL, SEARCH_FILE))
+                        folder=True, lock=True, results=(MODEL_FILE, SEARCH_FILE))
     # The backbone comes from --init-from, from nowhere (--from-scratch) or from --model-dir.
     backbone = "" if config.init_from or config.from_scratch else config.model_dir
     reads = {"--model-dir": backbone, "--init-from": config.init_from, "--data": config.data,
@@ -206,11 +202,7 @@ def run_heads(settings) -> None:
     start_tensorflow()
     from nlp_tutorials.analysis.bertology import heads_command
 
-    heads_command(settings.model_dir, settings.output_dir, settings.dev_size, settings.study,
-                  settings.prune, settings.pruned_dir, settings.random_orders,
-                  settings.recover_epochs, data_dir=settings.data,
-                  recover_learning_rate=settings.recover_learning_rate,
-                  recover_batch_size=settings.recover_batch_size)
+    heads_command(settings)
 
 
 def run_export_model(settings) -> None:
@@ -264,7 +256,7 @@ def run_generate(settings) -> None:
 def run_train_dates(config, options) -> None:
     """``transformer train``: learn the date task, then (unless --no-plots) draw attention."""
     model_dir = Output("--model-dir", config.model_dir, folder=True, lock=True,
-                       results=(DATE_WEIGHTS,))
+                       results=(WEIGHTS_NAME,))
     with writing([model_dir]):
         start_tensorflow()
         from nlp_tutorials.training.seq2seq import train
