@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, RESULTS_DIR, default_pickle
+from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, PlotSettings, default_pickle
 from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.model_files import CHECKPOINT_DIR, MODEL_FILE, WEIGHTS_NAME
@@ -45,7 +45,7 @@ def run_train(config, options, given) -> None:
         with drawing_after_training(model_dir.path):
             pickle_path = pickle_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
                                            default_pickle(config.model_type), run.test_pairs)
-            draw(pickle_path, RESULTS_DIR, 0, None, None, config.model_type)
+            draw(PlotSettings(model_type=config.model_type, input=str(pickle_path)))
 
 
 @contextlib.contextmanager
@@ -83,15 +83,15 @@ def run_plot(settings) -> None:
     """``plot``: heatmaps of every example in a pickle, and one line view."""
     with writing([Output("--output-dir", settings.output_dir, folder=True)],
                  {"--input": settings.input}):
-        draw(settings.input, settings.output_dir, settings.case, settings.layer, settings.head,
-             settings.model_type)
+        draw(settings)
 
 
-def draw(pickle_path, output_dir, case, layer, head, model_name) -> None:
+def draw(settings) -> None:
+    """The pictures ``plot``'s ``settings`` ask for (after training: its defaults)."""
     from nlp_tutorials.analysis.visual import plot_all
 
-    paths = plot_all(pickle_path, output_dir, case=case, layer=layer, head=head,
-                     model_name=model_name)
+    paths = plot_all(settings.input, settings.output_dir, case=settings.case,
+                     layer=settings.layer, head=settings.head, model_name=settings.model_type)
     print("pictures written:\n" + "\n".join(f"  {p}" for p in paths))
 
 
@@ -266,7 +266,7 @@ def run_train_dates(config, options) -> None:
         with drawing_after_training(config.model_dir):
             pickle_path = pickle_date_attention(config.model_dir, EXPORT_EXAMPLES,
                                                 default_pickle("transformer"))
-            draw(pickle_path, RESULTS_DIR, 0, None, None, "transformer")
+            draw(PlotSettings(model_type="transformer", input=str(pickle_path)))
 
 
 def run_translate(settings) -> None:
