@@ -20,7 +20,6 @@ task's train examples.
 """
 import json
 from pathlib import Path
-from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -32,12 +31,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.progress import ProgressDisplay, shown_steps
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import model_arrays, reported
-from nlp_tutorials.training.config import (
-    RANDOM_ORDERS,
-    RECOVERY_BATCH_SIZE,
-    RECOVERY_LEARNING_RATE,
-    FinetuneConfig,
-)
+from nlp_tutorials.training.config import RANDOM_ORDERS, FinetuneConfig
 from nlp_tutorials.system.files import require_folder, write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
 from nlp_tutorials.training.finetuning import compile_for_epochs, train_epochs
@@ -47,13 +41,6 @@ from nlp_tutorials.analysis.visual import pyplot, save_figure
 IMPORTANCE_FILE = "head_importance.json"
 STUDY_FILE = "head_masking_study.json"
 STUDY_SHARES = [step / 10 for step in range(10)]  # 0%, 10%, ..., 90% of the heads masked
-
-
-class Recovery(NamedTuple):
-    """A pruned model's second fine-tuning (:func:`recover`); none with 0 epochs."""
-    epochs: int
-    learning_rate: float
-    batch_size: int
 
 
 def attention_grid(head) -> tuple[int, int]:
@@ -309,34 +296,32 @@ def plot_study(study: dict, path, task, split: str = "test") -> Path:
         plt.close(fig)
 
 
-def heads_command(model_dir, output_dir, dev_size: int | None = FinetuneConfig.dev_size,
-                  study: bool = False, prune=None, pruned_dir=None,
-                  random_orders: int = RANDOM_ORDERS, recover_epochs: int = 0, printer=print,
-                  data_dir=None, recover_learning_rate: float = RECOVERY_LEARNING_RATE,
-                  recover_batch_size: int = RECOVERY_BATCH_SIZE) -> dict:
+def heads_command(settings, printer=print) -> dict:
     """``bert heads``: importance and entropy on the task's dev examples, then the study and
     pruning (and, given ``recover_epochs``, the pruned model's recovery at
     ``recover_learning_rate`` in batches of ``recover_batch_size``).
 
-    The dev examples are the task's dev file, read from ``data_dir`` (``--data``; a task other
-    than the shipped MRPC needs it, its folder is not saved with the model); a task with no
-    dev file (MRPC's shipped copy) holds out its last ``dev_size`` train examples (None: as many
-    as ``finetune`` holds out by default), as ``finetune`` did. Before any work, the folders it writes are checked and held
-    (:func:`~nlp_tutorials.system.outputs.writing`): ``output_dir`` and ``pruned_dir`` (default
-    ``<model_dir>_pruned<percent>``) may be neither ``model_dir`` nor inside it, and
-    ``model_dir`` (which gets ``head_importance.json``) and ``pruned_dir`` are locked.
+    ``settings`` is the command's :class:`~nlp_tutorials.cli.settings.HeadsSettings`, whose
+    fields say what each does and their defaults. The dev examples are the task's dev file,
+    read from ``settings.data`` (a task other than the shipped MRPC needs it, its folder is not
+    saved with the model); a task with no dev file (MRPC's shipped copy) holds out its last
+    ``dev_size`` train examples, as ``finetune`` did. Before any work, the folders it writes
+    are checked and held (:func:`~nlp_tutorials.system.outputs.writing`): ``output_dir`` and
+    ``pruned_dir`` (default ``<model_dir>_pruned<percent>``) may be neither ``model_dir`` nor
+    inside it, and ``model_dir`` (which gets ``head_importance.json``) and ``pruned_dir`` are
+    locked.
     """
+    model_dir, prune = settings.model_dir, settings.prune
     outputs = [Output("--model-dir", model_dir, folder=True, lock=True,
                       results=(IMPORTANCE_FILE,)),
-               Output("--output-dir", output_dir, folder=True)]
+               Output("--output-dir", settings.output_dir, folder=True)]
+    pruned_dir = None
     if prune is not None:
-        pruned_dir = Path(pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
+        pruned_dir = Path(settings.pruned_dir or f"{Path(model_dir)}_pruned{round(100 * prune)}")
         outputs.append(Output("--pruned-dir", pruned_dir, folder=True, lock=True,
                               results=(MODEL_FILE,)))
-    with writing(outputs, {"--model-dir": model_dir, "--data": data_dir}):
-        return score_heads(model_dir, output_dir, dev_size, study, prune, pruned_dir,
-                           random_orders, Recovery(recover_epochs, recover_learning_rate,
-                                                   recover_batch_size), printer, data_dir)
+    with writing(outputs, {"--model-dir": model_dir, "--data": settings.data}):
+        return score_heads(settings, pruned_dir, printer)
 
 
 def task_with_data(task, model_dir, data_dir, dev_size: int | None):
@@ -354,11 +339,12 @@ def task_with_data(task, model_dir, data_dir, dev_size: int | None):
     return task
 
 
-def score_heads(model_dir, output_dir, dev_size: int | None, study: bool, prune, pruned_dir,
-                random_orders: int, recovery: Recovery, printer=print, data_dir=None) -> dict:
-    """The work of :func:`heads_command`, its folders checked."""
+def score_heads(settings, pruned_dir, printer=print) -> dict:
+    """The work of :func:`heads_command`, its folders checked (``pruned_dir``: where the pruned
+    model goes, with ``settings.prune``)."""
+    model_dir, output_dir = settings.model_dir, settings.output_dir
     head, tokenizer, task = load_finetuned(model_dir)
-    task = task_with_data(task, model_dir, data_dir, dev_size)
+    task = task_with_data(task, model_dir, settings.data, settings.dev_size)
     max_len = task.max_len  # load_finetuned fitted it to the model's positions
     dev = task.examples("dev")
     if not dev:
@@ -377,16 +363,16 @@ def score_heads(model_dir, output_dir, dev_size: int | None, study: bool, prune,
     noun = task.shape.example_noun(task, dev)  # pairs, sentences or examples
     printer(f"head importance of {len(dev)} dev {noun} written to {path}; picture {picture}")
     result = {"importance": importance_map, "entropy": entropy_map}
-    if study:
+    if settings.study:
         result["study"] = study_split(head, tokenizer, task, max_len, importance_map,
-                                      random_orders, model_dir, output_dir, printer,
+                                      settings.random_orders, model_dir, output_dir, printer,
                                       display.named("study"))
-    if prune is not None:
-        spec = iterative_heads_to_prune(head, dev_arrays, prune, display=display)
+    if settings.prune is not None:
+        spec = iterative_heads_to_prune(head, dev_arrays, settings.prune, display=display)
         pruned = pruned_head_model(head, spec)
-        if recovery.epochs:
-            recover(pruned, tokenizer, recovery.epochs, recovery.learning_rate,
-                    recovery.batch_size, max_len=max_len, printer=printer, task=task,
+        if settings.recover_epochs:
+            recover(pruned, tokenizer, settings.recover_epochs, settings.recover_learning_rate,
+                    settings.recover_batch_size, max_len=max_len, printer=printer, task=task,
                     display=display.named("recovery"))
         save_head(pruned, pruned_dir)
         tokenizer.save(pruned_dir)

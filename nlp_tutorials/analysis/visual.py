@@ -258,12 +258,13 @@ def plot_lines(data, case, layer, head, output_dir, prefix, entry="encoder") -> 
         plt.close(fig)
 
 
-def plot_all(pickle_path, output_dir, case=0, layer=None, head=None,
+def plot_all(pickle_path, output_dir, case: int, layer=None, head=None,
              model_name="bert") -> list[Path]:
     """Load a pickle and write heatmaps of every entry plus each entry's line view.
 
-    The line view shows ``layer`` (default: the last) and ``head`` (default: 0). Files are
-    prefixed with the model name stored in the pickle. Returns the paths written.
+    Example ``case`` is drawn; the line view shows ``layer`` (default: the last) and ``head``
+    (default: 0). Files are prefixed with the model name stored in the pickle. Returns the
+    paths written.
     """
     data = load_attention_pickle(pickle_path, model_name)
     prefix = data["model"]

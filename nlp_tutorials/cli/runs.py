@@ -8,12 +8,14 @@ what each output holds. TensorFlow is started here, inside the functions, so tha
 bad flags and those refusals answer before it loads.
 """
 import contextlib
+import dataclasses
 import sys
 from pathlib import Path
 
-from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, RESULTS_DIR, default_pickle
+from nlp_tutorials.cli.settings import EXPORT_EXAMPLES, PlotSettings, default_pickle
 from nlp_tutorials.sources.corpus import corpus_files
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.model_files import CHECKPOINT_DIR, MODEL_FILE, WEIGHTS_NAME
 from nlp_tutorials.system.outputs import Interrupted, Output, writing
 from nlp_tutorials.system.progress import ProgressDisplay
 from nlp_tutorials.system.startup import start_tensorflow
@@ -21,9 +23,6 @@ from nlp_tutorials.training.config import trained_dir
 from nlp_tutorials.training.distribute import is_chief, worker_dir
 from nlp_tutorials.training.search import SEARCH_FILE
 
-# What a model folder holds once a run has saved something worth keeping (see held_folder):
-# pre-training's checkpoints, the date model's weights, a fine-tuned model.
-CHECKPOINTS, DATE_WEIGHTS, FINETUNED_MODEL = "checkpoints", "model.weights.h5", "model.keras"
 
 
 def run_train(config, options, given) -> None:
@@ -33,7 +32,7 @@ def run_train(config, options, given) -> None:
     saved run. Ctrl-C saves a checkpoint and ends the run (exit status 130).
     """
     model_dir = Output("--model-dir", worker_dir(config.model_dir, config.strategy),
-                       folder=True, lock=True, results=(CHECKPOINTS,))
+                       folder=True, lock=True, results=(CHECKPOINT_DIR,))
     reads = {"--data": config.data, "--init-from": config.init_from,
              "--corpus": corpus_files(config.corpus) if config.corpus else []}
     with writing([model_dir], reads):
@@ -46,7 +45,7 @@ def run_train(config, options, given) -> None:
         with drawing_after_training(model_dir.path):
             pickle_path = pickle_attention(run.model, run.tokenizer, EXPORT_EXAMPLES,
                                            default_pickle(config.model_type), run.test_pairs)
-            draw(pickle_path, RESULTS_DIR, 0, None, None, config.model_type)
+            draw(PlotSettings(model_type=config.model_type, input=str(pickle_path)))
 
 
 @contextlib.contextmanager
@@ -84,15 +83,15 @@ def run_plot(settings) -> None:
     """``plot``: heatmaps of every example in a pickle, and one line view."""
     with writing([Output("--output-dir", settings.output_dir, folder=True)],
                  {"--input": settings.input}):
-        draw(settings.input, settings.output_dir, settings.case, settings.layer, settings.head,
-             settings.model_type)
+        draw(settings)
 
 
-def draw(pickle_path, output_dir, case, layer, head, model_name) -> None:
+def draw(settings) -> None:
+    """The pictures ``plot``'s ``settings`` ask for (after training: its defaults)."""
     from nlp_tutorials.analysis.visual import plot_all
 
-    paths = plot_all(pickle_path, output_dir, case=case, layer=layer, head=head,
-                     model_name=model_name)
+    paths = plot_all(settings.input, settings.output_dir, case=settings.case,
+                     layer=settings.layer, head=settings.head, model_name=settings.model_type)
     print("pictures written:\n" + "\n".join(f"  {p}" for p in paths))
 
 
@@ -100,16 +99,13 @@ def run_explore(settings) -> None:
     """``explore``: one HTML page from a pickle (--input) or a model (--model-dir)."""
     from nlp_tutorials.analysis.explorer import explore
 
-    model_dir = None if settings.input else (settings.model_dir
-                                             or trained_dir(settings.model_type))
+    if not settings.input and not settings.model_dir:
+        settings = dataclasses.replace(settings, model_dir=trained_dir(settings.model_type))
     # The page's path is checked by the explorer, which words its own refusal.
     page = Output("--output", settings.output, checked=False)
-    with writing([page], {"--input": settings.input, "--model-dir": model_dir,
+    with writing([page], {"--input": settings.input, "--model-dir": settings.model_dir,
                           "--importance": settings.importance, "--data": settings.data}):
-        path = explore(settings.model_type, settings.output, model_dir,
-                          settings.input or None, settings.n, settings.example, settings.layer,
-                          settings.head, settings.view, settings.importance,
-                          data_dir=settings.data)
+        path = explore(settings)
     print(f"explorer page written to {path}")
 
 
@@ -138,7 +134,7 @@ def run_finetune(config) -> None:
     """``bert finetune``: fine-tune on the task, report dev and test scores, save the model."""
     # A recipe search's search.json is worth keeping alone: the next run goes on from it.
     output_dir = Output("--output-dir", worker_dir(config.output_dir, config.strategy),
-                        folder=True, lock=True, results=(FINETUNED_MODEL, SEARCH_FILE))
+                        folder=True, lock=True, results=(MODEL_FILE, SEARCH_FILE))
     # The backbone comes from --init-from, from nowhere (--from-scratch) or from --model-dir.
     backbone = "" if config.init_from or config.from_scratch else config.model_dir
     reads = {"--model-dir": backbone, "--init-from": config.init_from, "--data": config.data,
@@ -206,11 +202,7 @@ def run_heads(settings) -> None:
     start_tensorflow()
     from nlp_tutorials.analysis.bertology import heads_command
 
-    heads_command(settings.model_dir, settings.output_dir, settings.dev_size, settings.study,
-                  settings.prune, settings.pruned_dir, settings.random_orders,
-                  settings.recover_epochs, data_dir=settings.data,
-                  recover_learning_rate=settings.recover_learning_rate,
-                  recover_batch_size=settings.recover_batch_size)
+    heads_command(settings)
 
 
 def run_export_model(settings) -> None:
@@ -264,7 +256,7 @@ def run_generate(settings) -> None:
 def run_train_dates(config, options) -> None:
     """``transformer train``: learn the date task, then (unless --no-plots) draw attention."""
     model_dir = Output("--model-dir", config.model_dir, folder=True, lock=True,
-                       results=(DATE_WEIGHTS,))
+                       results=(WEIGHTS_NAME,))
     with writing([model_dir]):
         start_tensorflow()
         from nlp_tutorials.training.seq2seq import train
@@ -274,7 +266,7 @@ def run_train_dates(config, options) -> None:
         with drawing_after_training(config.model_dir):
             pickle_path = pickle_date_attention(config.model_dir, EXPORT_EXAMPLES,
                                                 default_pickle("transformer"))
-            draw(pickle_path, RESULTS_DIR, 0, None, None, "transformer")
+            draw(PlotSettings(model_type="transformer", input=str(pickle_path)))
 
 
 def run_translate(settings) -> None:

@@ -14,11 +14,11 @@ from nlp_tutorials.system.files import require_folder
 from nlp_tutorials.system.settings import (
     Settings,
     flag_of,
+    half_open_share,
     non_negative_int,
     positive_float,
     positive_int,
     setting,
-    value_kind,
 )
 from nlp_tutorials.tasks import named_tasks, task_flag_help
 from nlp_tutorials.tasks.base import DEV_SIZE_HELP
@@ -35,7 +35,6 @@ from nlp_tutorials.training.config import (
 
 EXPORT_EXAMPLES = 32  # examples exported after training, and by `export`
 RESULTS_DIR = "visual/results"  # where pictures and pages go by default
-share = value_kind(float, "a share of the heads in [0, 1)", lambda value: 0 <= value < 1)
 
 
 def default_pickle(model_name: str) -> str:
@@ -47,19 +46,19 @@ def explorer_page(model_name: str) -> str:
 
 
 @dataclasses.dataclass(kw_only=True)
-class PretrainOptions(Settings):
-    """``train``'s flags besides its run's config: resume, and what to do after."""
-
-    resume: bool = setting(False, "continue from the newest intact checkpoint in --model-dir; "
-                                  "a larger --steps than the saved run's trains on to that step")
-    no_plots: bool = setting(False, "skip the attention export and pictures at the end")
-
-
-@dataclasses.dataclass(kw_only=True)
 class AfterTraining(Settings):
     """``transformer train``'s flag besides its run's config."""
 
     no_plots: bool = setting(False, "skip the attention export and pictures at the end")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainOptions(AfterTraining):
+    """``train``'s flags besides its run's config: what to do after (as ``transformer
+    train``), and resume."""
+
+    resume: bool = setting(False, "continue from the newest intact checkpoint in --model-dir; "
+                                  "a larger --steps than the saved run's trains on to that step")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -197,7 +196,7 @@ class HeadsSettings(Settings):
                                  kind=positive_int)
     prune: float | None = setting(None, "write a copy without this share of the heads, least "
                                  "important first, each layer keeping one (e.g. 0.4)",
-                           kind=share, metavar="SHARE")
+                           kind=half_open_share, metavar="SHARE")
     pruned_dir: str | None = setting(None, "where the pruned model goes",
                               default_help="<model-dir>_pruned<percent>")
     recover_epochs: int = setting(0, "with --prune: fine-tune the pruned model again for this "

@@ -16,12 +16,12 @@ from nlp_tutorials.models import task_heads
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import save_atomic, write_text_atomic
 from nlp_tutorials.system.json_files import read_json_object
+from nlp_tutorials.system.model_files import MODEL_FILE
 from nlp_tutorials.system.values import integer_field, refuse, required, text_field
 from nlp_tutorials.tasks import TASKS, get_task
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.text.tokenization import Tokenizer, load_tokenizer
 
-MODEL_FILE = "model.keras"
 TASK_FILE = "task.json"
 SAVED_LABELS = "a non-empty list of distinct label names, as `finetune` writes it"
 # The task of a folder without task.json: the releases that saved none fine-tuned only MRPC.

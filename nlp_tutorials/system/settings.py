@@ -48,7 +48,11 @@ positive_float = value_kind(float, "a positive number",
 non_negative_float = value_kind(float, "a non-negative number",
                                 lambda value: math.isfinite(value) and value >= 0)
 probability = value_kind(float, "a probability in [0, 1)", lambda value: 0 <= value < 1)
-share = value_kind(float, "a share between 0 and 1, both excluded", lambda value: 0 < value < 1)
+# Two ranges of share: strictly between 0 and 1 (a held-out part), or from 0 up to 1 (what to
+# leave out, where 0 leaves everything).
+open_share = value_kind(float, "a share between 0 and 1, both excluded",
+                        lambda value: 0 < value < 1)
+half_open_share = value_kind(float, "a share in [0, 1)", lambda value: 0 <= value < 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,6 +63,7 @@ def example_lines(lines, source: str, found_none: str, skip=None):
 HELD_OUT_DEV = 408
 HELD_OUT_SHARE = 0.1
 DEV_SIZE_HELP = f"a tenth of train, at most {HELD_OUT_DEV} (GLUE's MRPC dev)"  # --dev-size's
+DEFAULT_STRIDE = 128  # tokens between the starts of two windows of one input (--stride)
 
 
 def default_dev_size(train_examples: int) -> int:
@@ -138,7 +139,7 @@ class Task:
     splits_by_article = False
 
     def __init__(self, data_dir=None, dev_size: int | None = 0, labels=None, paths=None,
-                 max_len: int | None = None, stride: int = 128, printer=None):
+                 max_len: int | None = None, stride: int = DEFAULT_STRIDE, printer=None):
         self.data_dir = data_dir
         self.dev_size = dev_size
         if labels is not None:

@@ -23,9 +23,9 @@ import tensorflow as tf
 from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.model_files import CHECKPOINT_DIR
 from nlp_tutorials.text.tokenization import load_tokenizer
 
-CHECKPOINT_DIR = "checkpoints"
 INDEX_NAME = "checkpoint"  # the CheckpointManager's list of checkpoints
 STEP_KEY = "iterations/.ATTRIBUTES/VARIABLE_VALUE"  # the optimizer's step count, see below
 _CHECKPOINT_FILE = re.compile(r"(ckpt-(\d+))\.(index|data-\d{5}-of-(\d{5}))")

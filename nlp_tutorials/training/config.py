@@ -24,7 +24,7 @@ from nlp_tutorials.system.settings import (
 )
 from nlp_tutorials.system.values import check_integer, refuse
 from nlp_tutorials.tasks import TASKS, dates, get_task, named_tasks, task_flag_help
-from nlp_tutorials.tasks.base import DEV_SIZE_HELP
+from nlp_tutorials.tasks.base import DEFAULT_STRIDE, DEV_SIZE_HELP
 from nlp_tutorials.tasks.squad_files import squad_version
 from nlp_tutorials.training.distribute import (
     check_flags,
@@ -284,7 +284,7 @@ class FinetuneConfig(Settings):
                                         "a longer input is truncated (a pair's longer sentence "
                                         "first) or, tagging and SQuAD, cut into windows",
                                   kind=positive_int, default_help="the task's: 128, 384 for SQuAD")
-    stride: int = setting(128, "tagging and SQuAD: tokens between the starts of two windows "
+    stride: int = setting(DEFAULT_STRIDE, "tagging and SQuAD: tokens between the starts of two windows "
                                "of one long input", kind=positive_int)
     output_dir: str = setting("", "where the fine-tuned model goes",
                               default_help=f"{finetuned_dir('TASK')}")

@@ -29,8 +29,8 @@ from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.json_files import read_json, read_json_object
 from nlp_tutorials.system.outputs import Interrupted
 from nlp_tutorials.system.progress import ProgressDisplay
-from nlp_tutorials.system.settings import (default_of, flag_of, non_negative_int, positive_int,
-                                           setting, share)
+from nlp_tutorials.system.settings import (default_of, flag_of, non_negative_int, open_share,
+                                           positive_int, setting)
 from nlp_tutorials.tasks.base import reported
 from nlp_tutorials.training.distribute import check_batch_size
 
@@ -59,7 +59,7 @@ def search_settings() -> dict:
                                 + describe_space(PAPER_GRID)),
         # 0.1 and 1: what the search tables of docs/results.md were measured with.
         "search_held_out": setting(0.1, "with --search: the share of train held out to score "
-                                        "the trials", kind=share, metavar="SHARE"),
+                                        "the trials", kind=open_share, metavar="SHARE"),
         "search_stop_from": setting(1, "with --search: the first epoch after which a trial "
                                        "scoring below the median of the trials before it at "
                                        "that epoch is stopped", kind=positive_int,

@@ -21,10 +21,10 @@ from nlp_tutorials.models.config import ModelConfig
 from nlp_tutorials.models.decoding import decode, seq2seq_stepper
 from nlp_tutorials.system.errors import UserError, first_line
 from nlp_tutorials.system.files import save_atomic, write_text_atomic
+from nlp_tutorials.system.model_files import WEIGHTS_NAME
 from nlp_tutorials.training.optimization import make_optimizer
 from nlp_tutorials.models.transformer import Transformer
 
-WEIGHTS_NAME = "model.weights.h5"
 TRAIN_CONFIG_NAME = "train_config.json"
 
 

@@ -12,6 +12,7 @@ from fake_tasks import (TINY_BERT, ChoiceTask, ScoreTask, SentenceTask, save_mod
                         tiny_task_head, write_files)
 from nlp_tutorials.analysis import bertology
 from nlp_tutorials.bert import BERT
+from nlp_tutorials.cli.settings import HeadsSettings
 from nlp_tutorials.models import task_heads
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
@@ -126,9 +127,9 @@ def test_heads_of_a_task_model_score_its_dev_file_study_dev_and_prune(sentence_m
                                                                        tmp_path):
     model_dir, data = sentence_model
     lines = []
-    result = bertology.heads_command(model_dir, tmp_path / "pictures", study=True,
-                                     random_orders=1, prune=0.25, recover_epochs=1,
-                                     printer=lines.append, data_dir=data)
+    result = bertology.heads_command(HeadsSettings(
+        model_dir=model_dir, output_dir=tmp_path / "pictures", study=True, random_orders=1,
+        prune=0.25, recover_epochs=1, data=data), printer=lines.append)
     written = json.loads((model_dir / bertology.IMPORTANCE_FILE).read_text())
     assert written["dev_pairs"] == 6  # every line of dev.tsv, none held out of train
     assert without_progress(lines)[0].startswith("head importance of 6 dev sentences written to")
@@ -153,8 +154,9 @@ def test_heads_of_a_task_model_study_its_test_file_when_there_is_one(sentence_mo
     model_dir, data = sentence_model
     (data / "test.tsv").write_text("a fine , warm story\thigh\nnothing happens\tlow\n")
     lines = []
-    result = bertology.heads_command(model_dir, tmp_path / "pictures", study=True,
-                                     random_orders=1, printer=lines.append, data_dir=data)
+    result = bertology.heads_command(HeadsSettings(
+        model_dir=model_dir, output_dir=tmp_path / "pictures", study=True, random_orders=1,
+        data=data), printer=lines.append)
     assert result["study"]["split"] == "test"
     assert not any("no test file" in line for line in lines)
     assert result["study"]["importance_order"][0]["accuracy"] in (0.0, 0.5, 1.0)
@@ -163,12 +165,14 @@ def test_heads_of_a_task_model_study_its_test_file_when_there_is_one(sentence_mo
 def test_heads_of_a_task_model_without_data_is_one_line(sentence_model, tmp_path):
     model_dir, _ = sentence_model
     with pytest.raises(UserError) as error:
-        bertology.heads_command(model_dir, tmp_path / "pictures")
+        bertology.heads_command(HeadsSettings(model_dir=model_dir,
+                                              output_dir=tmp_path / "pictures"))
     message = str(error.value)
     assert "\n" not in message and "Fake sentences model" in message
     assert "expected --data DIR" in message and "train.tsv, dev.tsv" in message
     with pytest.raises(UserError, match="--data .*nowhere: no such folder"):
-        bertology.heads_command(model_dir, tmp_path / "pictures", data_dir=tmp_path / "nowhere")
+        bertology.heads_command(HeadsSettings(model_dir=model_dir, output_dir=tmp_path / "pictures",
+                                              data=tmp_path / "nowhere"))
 
 
 @pytest.mark.slow

@@ -296,13 +296,13 @@ def test_heads_command_without_a_fine_tuned_model_is_one_line(tmp_path, capsys):
 
 def test_heads_command_hands_the_recovery_rate_and_batch_size_on(tmp_path, monkeypatch):
     handed = []
-    monkeypatch.setattr(bertology, "heads_command", lambda *args, **kwargs: handed.append(kwargs))
+    monkeypatch.setattr(bertology, "heads_command", handed.append)
     assert main("bert", ["heads", "--model-dir", str(tmp_path), "--prune", "0.25",
                          "--recover-epochs", "1", "--recover-learning-rate", "1e-4",
                          "--recover-batch-size", "8"]) == 0
-    assert (handed[0]["recover_learning_rate"], handed[0]["recover_batch_size"]) == (1e-4, 8)
+    assert (handed[0].recover_learning_rate, handed[0].recover_batch_size) == (1e-4, 8)
     assert main("bert", ["heads", "--model-dir", str(tmp_path)]) == 0
-    assert (handed[1]["recover_learning_rate"], handed[1]["recover_batch_size"]) == (
+    assert (handed[1].recover_learning_rate, handed[1].recover_batch_size) == (
         RECOVERY_LEARNING_RATE, RECOVERY_BATCH_SIZE)
 
 

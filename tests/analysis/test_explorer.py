@@ -18,6 +18,7 @@ import pytest
 from nlp_tutorials.analysis import explorer
 from nlp_tutorials.analysis.attention_capture import attention_vectors
 from nlp_tutorials.cli import main
+from nlp_tutorials.cli.settings import ExploreSettings
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.analysis.visual import save_attention_pickle
 from support import tiny_config, tiny_model
@@ -368,7 +369,8 @@ def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     set_weights_of_our_own(classifier.backbone, seed=4)
     save_head(classifier, tmp_path)
     tokenizer.save(tmp_path)
-    page = page_json(explorer.explore("bert", tmp_path / "page.html", model_dir=tmp_path, n=3))
+    page = page_json(explorer.explore(ExploreSettings(
+        model_type="bert", output=str(tmp_path / "page.html"), model_dir=str(tmp_path), n=3)))
     encoded = encode_pairs(tokenizer, load_mrpc("test")[:3], 128)
     inputs = {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
     attentions = classifier.backbone(inputs)["attentions"]["encoder"]
@@ -422,8 +424,9 @@ def test_explore_the_date_transformer(tmp_path):
     config = DateTrainConfig(model_dir=str(tmp_path), dim=16, layers=1, heads=2)
     model = set_weights_of_our_own(Transformer(config.model_config()), seed=7)
     save(model, config)
-    page = page_json(explorer.explore("transformer", tmp_path / "page.html",
-                                      model_dir=tmp_path, n=2))
+    page = page_json(explorer.explore(ExploreSettings(
+        model_type="transformer", output=str(tmp_path / "page.html"), model_dir=str(tmp_path),
+        n=2)))
     assert page["entries"] == ["encoder", "decoder", "encoder_decoder"]
     assert page["causal"] == {"encoder": False, "decoder": True, "encoder_decoder": False}
     source = dates.encode_sources(dates.split()[1][:1])[0]

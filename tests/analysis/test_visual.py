@@ -229,7 +229,8 @@ def test_plot_all_line_view_for_chosen_layer_and_head(tmp_path):
 
 def test_plot_all_bad_layer_writes_nothing(tmp_path):
     visual.save_attention_pickle(tmp_path / "bert.pkl", **bert_data())
-    one_line_error("--layer 9", visual.plot_all, tmp_path / "bert.pkl", tmp_path / "out", layer=9)
+    one_line_error("--layer 9", visual.plot_all, tmp_path / "bert.pkl", tmp_path / "out", case=0,
+                   layer=9)
     assert not (tmp_path / "out").exists()
 
 

@@ -310,16 +310,18 @@ def first_examples(data: dict, n: int) -> dict:
     return {**data, **cut}
 
 
-def explore(model_name: str, output, model_dir=None, pickle_path=None, n=None, example=0,
-            layer=0, head=0, view="head", importance_path=None, data_dir=None) -> Path:
+def explore(settings) -> Path:
     """``explore``: collect (or read) the attention, check the start view, write the page.
 
-    From ``pickle_path`` (an export) all its examples, or the first ``n``; else from
-    ``model_dir``, ``n`` examples (default 8): a fine-tuned model's from its task's files
-    in ``data_dir`` (``--data``; default: the shipped MRPC), its answer beside each. The head importance comes from
-    ``importance_path``, else from a head_importance.json beside the model or pickle.
+    ``settings`` is the command's :class:`~nlp_tutorials.cli.settings.ExploreSettings`. From
+    its ``input`` pickle (an export) all its examples, or the first ``n``; else from its
+    ``model_dir``, ``n`` examples (default 8): a fine-tuned model's from its task's files in
+    ``data`` (default: the shipped MRPC), its answer beside each. The head importance comes
+    from the ``importance`` file, else from a head_importance.json beside the model or pickle.
     """
-    if pickle_path is not None:
+    model_name, pickle_path, model_dir = settings.model_type, settings.input, settings.model_dir
+    n, importance_path = settings.n, settings.importance
+    if pickle_path:
         from nlp_tutorials.analysis.visual import load_attention_pickle
 
         data = load_attention_pickle(pickle_path, model_name)
@@ -330,15 +332,15 @@ def explore(model_name: str, output, model_dir=None, pickle_path=None, n=None, e
         data = first_examples(data, n or len(data["src"]))
         folder, source = Path(pickle_path).parent, pickle_path
     else:
-        data = collect_from_model(model_name, model_dir, n or DEFAULT_EXAMPLES, data_dir)
+        data = collect_from_model(model_name, model_dir, n or DEFAULT_EXAMPLES, settings.data)
         folder, source = model_dir, model_dir
-    initial = check_initial(data, example, layer, head, view)
-    if importance_path is not None:
+    initial = check_initial(data, settings.example, settings.layer, settings.head, settings.view)
+    if importance_path:
         encoder = data["attentions"]["encoder"]
         importance = read_importance(importance_path, len(encoder), encoder[0].shape[1])
     else:
         importance = importance_beside(folder, data)
-    return write_explorer(output, data, importance, initial,
+    return write_explorer(settings.output, data, importance, initial,
                           title=f"{model_name} attention: {Path(source).name}")
 
 
