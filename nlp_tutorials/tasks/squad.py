@@ -36,6 +36,7 @@ from nlp_tutorials.tasks.answers import squad2_scores, squad_scores
 from nlp_tutorials.tasks.base import Task, counted, example_lines
 from nlp_tutorials.tasks.shapes import SPAN
 from nlp_tutorials.tasks.squad_files import Answer, Question, read_squad_file
+from nlp_tutorials.tasks.windows import window_starts
 
 MAX_QUESTION_PIECES = 64  # BERT's max_query_length
 N_BEST = 20  # starts and ends tried per window (BERT's n_best_size)
@@ -154,15 +155,6 @@ def answer_pieces(tokenizer, context: ContextPieces, answer: Answer) -> tuple[in
             if context.pieces[start:end + 1] == wanted:
                 return start, end
     return first, last
-
-
-def window_starts(pieces: int, room: int, stride: int) -> list[int]:
-    """First piece of each window of at most ``room`` pieces over ``pieces``, ``stride``
-    apart, the last ending at the last piece (at least one window, even of no piece)."""
-    starts = [0]
-    while starts[-1] + room < pieces:
-        starts.append(starts[-1] + min(room, stride))
-    return starts
 
 
 def max_context_windows(starts: list[int], room: int, pieces: int) -> np.ndarray:
