@@ -93,7 +93,23 @@ def model_arrays(arrays: dict) -> dict:
     return {name: value for name, value in arrays.items() if name in MODEL_ARRAYS}
 
 
-class Task:
+# Constructor arguments that say where a task's files are: a copy changing one reads its own.
+FILE_ARGUMENTS = ("data_dir", "paths")
+
+
+class BuiltOnce(type):
+    """Tasks are values: once a task's constructor returns, its attributes never change.
+    What varies per run (``max_len``, the data folder, ``stride``) goes to the constructor,
+    and :meth:`Task.replace` builds a changed copy, as :func:`dataclasses.replace` does for
+    a frozen dataclass; the constructor's arguments are kept here for it."""
+
+    def __call__(cls, *args, **kwargs):
+        task = super().__call__(*args, **kwargs)
+        object.__setattr__(task, "_arguments", (args, kwargs))  # from here on, fixed
+        return task
+
+
+class Task(metaclass=BuiltOnce):
     """A downstream task: its files, its arrays, its head, its predictions and its scores.
 
     Subclasses set the class attributes and override :meth:`read_file`, :meth:`summarize`,
@@ -105,6 +121,11 @@ class Task:
 
     Where the files are: ``paths`` (``--train``/``--dev``/``--test``) name a split's file
     outright; otherwise the split's first name in ``file_names`` found in ``data_dir``.
+
+    A task never changes once built (:class:`BuiltOnce`): an attribute assignment is refused,
+    and :meth:`replace` makes a copy with other constructor arguments. Only what reading its
+    files found is kept as it is read: each split's examples, the labels learnt from train
+    and the dev examples held out by default.
 
     Args:
         data_dir: the folder holding the task's files (None: the task's default, if any).
@@ -119,12 +140,15 @@ class Task:
         stride: for tasks that cut long inputs into windows (token tagging, spans), the
             tokens between the starts of two windows of one input.
         printer: where reading reports what it found (None: nowhere).
+        examples_given: ``{split: examples}`` given outright instead of files (what a recipe
+            search's trials read); a split not given is empty.
     """
 
     name = ""  # the key in TASKS, e.g. "mrpc"
     title = ""  # how reports name it, e.g. "MRPC"
     shape: Shape = Shape()  # what differs by shape (nlp_tutorials.tasks.shapes)
-    labels: tuple[str, ...] = ()  # names of the classes or tags, in id order; () learns them
+    # labels: the names of the classes or tags, in id order, declared by a class (a class
+    # declaring none, or (), learns them: the property below)
     # {split: file names tried in data_dir, first found wins}; a missing dev is held out
     file_names: dict = {}
     default_data_dir = None  # the folder used without --data (MRPC's shipped copy), or None
@@ -138,7 +162,10 @@ class Task:
     splits_by_article = False
 
     def __init__(self, data_dir=None, dev_size: int | None = 0, labels=None, paths=None,
-                 max_len: int | None = None, stride: int = 128, printer=None):
+                 max_len: int | None = None, stride: int = 128, printer=None,
+                 examples_given: dict | None = None):
+        self._read = {}  # split -> examples, each file read once
+        self._learnt = {}  # from train: "labels" (when learnt), "dev_size" (when defaulted)
         self.data_dir = data_dir
         self.dev_size = dev_size
         if labels is not None:
@@ -147,7 +174,49 @@ class Task:
         self.max_len = max_len or self.default_max_len
         self.stride = stride
         self.printer = printer
-        self._read = {}  # split -> examples, each file read once
+        self.examples_given = examples_given
+
+    def __init_subclass__(cls, **options):
+        super().__init_subclass__(**options)
+        if cls.__dict__.get("labels") == ():  # declares none: learns them, as the base does
+            cls.labels = Task.labels
+
+    def __setattr__(self, name, value):
+        self._refuse_once_built(name)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        self._refuse_once_built(name)
+        super().__delattr__(name)
+
+    def _refuse_once_built(self, name: str) -> None:
+        if "_arguments" in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.{name}: a task never changes once "
+                                 f"built; build it with what varies, or copy it with "
+                                 f"task.replace(...)")
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """For a task whose class declares no labels: those given to its constructor (saved
+        with a model), else those of its train file once :meth:`examples` has read it (()
+        before)."""
+        return self.__dict__.get("_labels") or self._learnt.get("labels", ())
+
+    @labels.setter
+    def labels(self, names) -> None:
+        self._labels = tuple(names)
+
+    def replace(self, **changes) -> "Task":
+        """A copy of this task built with ``changes`` to its constructor's arguments
+        (``max_len=64``, ``data_dir=...``), as :func:`dataclasses.replace` copies a frozen
+        dataclass. It keeps what this task has read unless ``changes`` move its files
+        (:data:`FILE_ARGUMENTS`)."""
+        args, kwargs = self._arguments
+        task = type(self)(*args, **{**kwargs, **changes})
+        if not changes.keys() & set(FILE_ARGUMENTS):
+            task._read.update(self._read)
+            task._learnt.update(self._learnt)
+        return task
 
     @property
     def num_labels(self) -> int:
@@ -160,9 +229,10 @@ class Task:
         the encoding's length and stride, and in subclasses what else reading or decoding needs (columns, a tuned threshold)."""
         return {"labels": list(self.labels), "max_len": self.max_len, "stride": self.stride}
 
-    def tune(self, dev_scores: dict) -> None:
-        """Keep what the best epoch's dev scores chose, for ``settings`` to save (SQuAD v2.0:
-        the no-answer threshold); by default nothing."""
+    def tuned(self, dev_scores: dict) -> "Task":
+        """This task keeping what the best epoch's dev scores chose, for ``settings`` to save
+        (SQuAD v2.0: a copy with the no-answer threshold); by default this task unchanged."""
+        return self
 
     def selection_score(self, dev_scores: dict) -> float:
         """The dev score that chooses the epoch and the seed to keep: the task's first metric."""
@@ -201,16 +271,18 @@ class Task:
         the others (:func:`split_train_dev`; ``dev_size`` None: :func:`default_dev_size`'s,
         said in one line when under :data:`HELD_OUT_DEV`). A split with no file is empty,
         except train, which every task needs. Labels a task learns are learnt from train first.
+        With ``examples_given``, its examples of ``split``, as they are.
         """
         if split not in SPLITS:
             raise UserError(f"unknown {self.title} split {split!r}; expected one of "
                             f"{', '.join(SPLITS)}")
+        if self.examples_given is not None:
+            return self.examples_given.get(split, [])
         if not self.labels:
-            self.labels = tuple(self.learn_labels(self.read("train")))
+            self._learnt["labels"] = tuple(self.learn_labels(self.read("train")))
         if split in ("train", "dev") and self.path("dev") is None:
-            if self.dev_size is None:
-                self.dev_size = self.held_out_by_default()
-            train, dev = split_train_dev(self.read("train"), self.dev_size, self.train_name())
+            train, dev = split_train_dev(self.read("train"), self.held_out(),
+                                         self.train_name())
             return train if split == "train" else dev
         if split != "train" and self.path(split) is None:
             return []
@@ -220,6 +292,15 @@ class Task:
         """The train file's name, for a message; "train" for examples given without a file."""
         path = self.path("train")
         return path.name if path is not None else "train"
+
+    def held_out(self) -> int:
+        """The train examples held out as dev when there is no dev file: ``dev_size``, or
+        when it is None :meth:`held_out_by_default`'s (worked out, and said, once)."""
+        if self.dev_size is not None:
+            return self.dev_size
+        if "dev_size" not in self._learnt:
+            self._learnt["dev_size"] = self.held_out_by_default()
+        return self._learnt["dev_size"]
 
     def held_out_by_default(self) -> int:
         """:func:`default_dev_size` of the train file; under :data:`HELD_OUT_DEV`, one line

@@ -388,9 +388,9 @@ class Squad2Task(SquadTask):
 
     Files ``train-v2.0.json`` and ``dev-v2.0.json``. An unanswerable question targets [CLS]
     in every window; decoding answers "" when the null score exceeds the best span's score by
-    more than ``null_threshold`` (default 0.0; :meth:`tune` adopts the dev file's best, and
-    ``settings()`` keeps it). Scores add the official HasAns and NoAns parts and the best
-    threshold (:func:`nlp_tutorials.tasks.answers.squad2_scores`).
+    more than ``null_threshold`` (default 0.0; :meth:`tuned` copies the task with the dev
+    file's best, and ``settings()`` keeps it). Scores add the official HasAns and NoAns parts
+    and the best threshold (:func:`nlp_tutorials.tasks.answers.squad2_scores`).
     """
 
     name = "squad2"
@@ -411,13 +411,14 @@ class Squad2Task(SquadTask):
         return [*super().baselines(),
                 ("always no answer", "nlp_tutorials.analysis.task_baselines:fit_no_answer")]
 
-    def tune(self, dev_scores: dict) -> None:
-        """Adopt the threshold that gave the best dev F1 (``best_threshold``)."""
-        if "best_threshold" in dev_scores:
-            self.null_threshold = float(dev_scores["best_threshold"])
+    def tuned(self, dev_scores: dict) -> "Squad2Task":
+        """This task with the threshold that gave the best dev F1 (``best_threshold``)."""
+        if "best_threshold" not in dev_scores:
+            return self
+        return self.replace(null_threshold=float(dev_scores["best_threshold"]))
 
     def selection_score(self, dev_scores: dict) -> float:
-        """F1 at the dev file's best threshold, the one :meth:`tune` then adopts. F1 at the
+        """F1 at the dev file's best threshold, the one :meth:`tuned` then adopts. F1 at the
         threshold in use would tie every epoch that still answers nothing, and keep the first."""
         return dev_scores["best_f1"]
 

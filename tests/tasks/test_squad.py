@@ -223,8 +223,10 @@ def test_v2_answers_nothing_when_the_null_score_beats_the_span_by_the_threshold(
     logits = peaked_logits(arrays)
     logits["start_logits"][:, 0] = logits["end_logits"][:, 0] = 11.0  # null 22 vs span 20
     assert task.predictions(logits, arrays, questions)[0].text == ""
-    task.tune({"best_threshold": 2.5})
-    assert task.settings()["null_threshold"] == 2.5
+    untuned = task
+    task = task.tuned({"best_threshold": 2.5})
+    assert task.settings()["null_threshold"] == 2.5 and untuned.null_threshold == 0.0
+    assert task.tuned({"f1": 0.5}) is task  # scores without a threshold keep the task
     prediction = task.predictions(logits, arrays, questions)[0]
     assert prediction.text == questions[0].answers[0].text
     assert (prediction.null_score, prediction.score) == (22.0, 20.0)
