@@ -19,6 +19,7 @@ This module is numpy only: TensorFlow is imported when a head is built, not befo
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks.frozen import Frozen
 from nlp_tutorials.tasks.shapes import Shape
 
 SPLITS = ("train", "dev", "test")
@@ -97,19 +98,7 @@ def model_arrays(arrays: dict) -> dict:
 FILE_ARGUMENTS = ("data_dir", "paths")
 
 
-class BuiltOnce(type):
-    """Tasks are values: once a task's constructor returns, its attributes never change.
-    What varies per run (``max_len``, the data folder, ``stride``) goes to the constructor,
-    and :meth:`Task.replace` builds a changed copy, as :func:`dataclasses.replace` does for
-    a frozen dataclass; the constructor's arguments are kept here for it."""
-
-    def __call__(cls, *args, **kwargs):
-        task = super().__call__(*args, **kwargs)
-        object.__setattr__(task, "_arguments", (args, kwargs))  # from here on, fixed
-        return task
-
-
-class Task(metaclass=BuiltOnce):
+class Task(Frozen):
     """A downstream task: its files, its arrays, its head, its predictions and its scores.
 
     Subclasses set the class attributes and override :meth:`read_file`, :meth:`summarize`,
@@ -122,10 +111,8 @@ class Task(metaclass=BuiltOnce):
     Where the files are: ``paths`` (``--train``/``--dev``/``--test``) name a split's file
     outright; otherwise the split's first name in ``file_names`` found in ``data_dir``.
 
-    A task never changes once built (:class:`BuiltOnce`): an attribute assignment is refused,
-    and :meth:`replace` makes a copy with other constructor arguments. Only what reading its
-    files found is kept as it is read: each split's examples, the labels learnt from train
-    and the dev examples held out by default.
+    A task never changes once built (:mod:`~nlp_tutorials.tasks.frozen`; :meth:`replace`
+    copies it changed); it only keeps what its files hold as it reads them.
 
     Args:
         data_dir: the folder holding the task's files (None: the task's default, if any).
@@ -147,8 +134,7 @@ class Task(metaclass=BuiltOnce):
     name = ""  # the key in TASKS, e.g. "mrpc"
     title = ""  # how reports name it, e.g. "MRPC"
     shape: Shape = Shape()  # what differs by shape (nlp_tutorials.tasks.shapes)
-    # labels: the names of the classes or tags, in id order, declared by a class (a class
-    # declaring none, or (), learns them: the property below)
+    # labels = (names of the classes or tags, in id order); a class declaring none learns them
     # {split: file names tried in data_dir, first found wins}; a missing dev is held out
     file_names: dict = {}
     default_data_dir = None  # the folder used without --data (MRPC's shipped copy), or None
@@ -181,25 +167,10 @@ class Task(metaclass=BuiltOnce):
         if cls.__dict__.get("labels") == ():  # declares none: learns them, as the base does
             cls.labels = Task.labels
 
-    def __setattr__(self, name, value):
-        self._refuse_once_built(name)
-        super().__setattr__(name, value)
-
-    def __delattr__(self, name):
-        self._refuse_once_built(name)
-        super().__delattr__(name)
-
-    def _refuse_once_built(self, name: str) -> None:
-        if "_arguments" in self.__dict__:
-            raise AttributeError(f"{type(self).__name__}.{name}: a task never changes once "
-                                 f"built; build it with what varies, or copy it with "
-                                 f"task.replace(...)")
-
     @property
     def labels(self) -> tuple[str, ...]:
-        """For a task whose class declares no labels: those given to its constructor (saved
-        with a model), else those of its train file once :meth:`examples` has read it (()
-        before)."""
+        """For a class declaring no labels: those given (saved with a model), else train's
+        once :meth:`examples` has read it (() before)."""
         return self.__dict__.get("_labels") or self._learnt.get("labels", ())
 
     @labels.setter
@@ -207,12 +178,9 @@ class Task(metaclass=BuiltOnce):
         self._labels = tuple(names)
 
     def replace(self, **changes) -> "Task":
-        """A copy of this task built with ``changes`` to its constructor's arguments
-        (``max_len=64``, ``data_dir=...``), as :func:`dataclasses.replace` copies a frozen
-        dataclass. It keeps what this task has read unless ``changes`` move its files
-        (:data:`FILE_ARGUMENTS`)."""
-        args, kwargs = self._arguments
-        task = type(self)(*args, **{**kwargs, **changes})
+        """A copy built with ``changes`` to the constructor's arguments (``max_len=64``),
+        keeping what this task has read unless they move its files (:data:`FILE_ARGUMENTS`)."""
+        task = super().replace(**changes)
         if not changes.keys() & set(FILE_ARGUMENTS):
             task._read.update(self._read)
             task._learnt.update(self._learnt)
