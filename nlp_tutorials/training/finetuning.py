@@ -234,9 +234,9 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
 
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
     the task returned tuned on it (:meth:`~nlp_tutorials.tasks.base.Task.tuned`); without dev
-    examples (``dev_size`` 0) the last epoch is, and the dev
-    scores are None; with no test file the test scores are None. The head trains under
-    ``strategy`` (its variables live on every replica); scoring runs on one device.
+    examples (``dev_size`` 0) the last epoch is, and the dev scores are None; with no test file
+    the test scores are None. The head trains under ``strategy`` (its variables live on every
+    replica); scoring runs on one device.
     """
     note_printer = note_printer or printer
     display = (display or ProgressDisplay(printer)).named(f"seed {seed}")
