@@ -265,7 +265,7 @@ def export_fresh(job, model_dir, threads: int) -> dict:
     from nlp_tutorials.finetuned.folders import save_head, save_task
 
     task, head = fresh_head(job, model_dir)
-    task.max_len = job["max_len"]
+    task = task.replace(max_len=job["max_len"])
     saved = Path(job["folder"]) / "model"
     saved.mkdir(parents=True, exist_ok=True)
     save_head(head, saved)

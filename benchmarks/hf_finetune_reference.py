@@ -412,8 +412,8 @@ def run(args, config: FinetuneConfig) -> None:
     task = config.make_task(print)
     task.read_splits()  # a missing or broken file stops the run before training
     tokenizer = load_tokenizer(config.init_from)
-    task.max_len = min(task.max_len, BertConfig.from_pretrained(
-        config.init_from).max_position_embeddings)
+    task = task.replace(max_len=min(task.max_len, BertConfig.from_pretrained(
+        config.init_from).max_position_embeddings))
     pooling = f", pooling {config.pooling}" if task.shape.name == "sequence" else ""
     limited = (f" [LIMITED to the first {args.limit} examples of each split: not a result]"
                if args.limit else "")

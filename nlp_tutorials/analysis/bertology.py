@@ -25,14 +25,20 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_head, save_task
+from nlp_tutorials.finetuned.folders import (
+    MODEL_FILE,
+    load_finetuned,
+    save_head,
+    save_task,
+    task_with_data,
+)
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.progress import ProgressDisplay, shown_steps
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.base import model_arrays, reported
 from nlp_tutorials.training.config import RANDOM_ORDERS, FinetuneConfig
-from nlp_tutorials.system.files import require_folder, write_text_atomic
+from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
 from nlp_tutorials.training.finetuning import compile_for_epochs, train_epochs
 from nlp_tutorials.models.pruning import pruned_head_model
@@ -324,21 +330,6 @@ def heads_command(settings, printer=print) -> dict:
         return score_heads(settings, pruned_dir, printer)
 
 
-def task_with_data(task, model_dir, data_dir, dev_size: int | None):
-    """The model's task reading its files from ``data_dir`` (or its shipped default), with
-    ``dev_size`` held out of train when it has no dev file; a UserError when it has no data."""
-    if data_dir is not None:
-        require_folder(data_dir, "--data", f"the {task.title} files")
-        task.data_dir = data_dir
-    elif task.default_data_dir is None and not task.paths:
-        names = ", ".join(name for split in ("train", "dev")
-                          for name in task.file_names.get(split, ())[:1])
-        raise UserError(f"{model_dir}: a {task.title} model, whose data is not saved with it; "
-                        f"expected --data DIR, the folder holding its files ({names})")
-    task.dev_size = dev_size  # used only when the task has no dev file
-    return task
-
-
 def score_heads(settings, pruned_dir, printer=print) -> dict:
     """The work of :func:`heads_command`, its folders checked (``pruned_dir``: where the pruned
     model goes, with ``settings.prune``)."""
@@ -348,8 +339,8 @@ def score_heads(settings, pruned_dir, printer=print) -> dict:
     max_len = task.max_len  # load_finetuned fitted it to the model's positions
     dev = task.examples("dev")
     if not dev:
-        raise UserError(f"--dev-size {task.dev_size}: importance needs dev pairs; expected 1 or "
-                        f"more")
+        raise UserError(f"--dev-size {task.held_out()}: importance needs dev pairs; expected 1 "
+                        f"or more")
     dev_arrays = task.encode(tokenizer, dev, max_len)
     display = ProgressDisplay(printer)
     importance_map = importance(head, dev_arrays, display=display.named("importance"))

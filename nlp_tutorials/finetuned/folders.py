@@ -14,7 +14,7 @@ import keras
 
 from nlp_tutorials.models import task_heads
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.files import save_atomic, write_text_atomic
+from nlp_tutorials.system.files import require_folder, save_atomic, write_text_atomic
 from nlp_tutorials.system.json_files import read_json_object
 from nlp_tutorials.system.model_files import MODEL_FILE
 from nlp_tutorials.system.values import integer_field, refuse, required, text_field
@@ -114,5 +114,21 @@ def load_finetuned(output_dir, **options) -> Finetuned:
                         f"{task.num_labels} ({', '.join(task.labels)})")
     # Encoded as fine-tuning encoded, and never longer than the model's positions (a model
     # saved before task.json kept a length has the task's default).
-    task.max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
+    task = task.replace(max_len=min(task.max_len, head.backbone.config.max_position_embeddings))
     return Finetuned(head, load_tokenizer(output_dir), task)
+
+
+def task_with_data(task, model_dir, data_dir, dev_size: int | None):
+    """A copy of ``task``, the task of the model in ``model_dir``, reading its files from
+    ``data_dir`` (or its shipped default), with ``dev_size`` held out of train when it has no
+    dev file; a UserError when it has no data. ``heads`` and the attention explorer read a
+    model's examples through it."""
+    if data_dir is not None:
+        require_folder(data_dir, "--data", f"the {task.title} files")
+    elif task.default_data_dir is None and not task.paths:
+        names = ", ".join(name for split in ("train", "dev")
+                          for name in task.file_names.get(split, ())[:1])
+        raise UserError(f"{model_dir}: a {task.title} model, whose data is not saved with it; "
+                        f"expected --data DIR, the folder holding its files ({names})")
+    where = {"data_dir": data_dir} if data_dir is not None else {}
+    return task.replace(dev_size=dev_size, **where)  # dev_size counts only without a dev file

@@ -56,7 +56,7 @@ def split_on_spaces(sentences):
 
 
 def window_layout(piece_counts, width: int, step: int):
-    """The windows :func:`nlp_tutorials.tasks.conll.window_starts` cuts sentences of
+    """The windows :func:`nlp_tutorials.tasks.windows.window_starts` cuts sentences of
     ``piece_counts`` (int64 [batch]) pieces into: a window every ``step`` pieces, ``width``
     wide, until one reaches the sentence's end.
 

@@ -19,6 +19,7 @@ This module is numpy only: TensorFlow is imported when a head is built, not befo
 from pathlib import Path
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks.frozen import Frozen
 from nlp_tutorials.tasks.shapes import Shape
 
 SPLITS = ("train", "dev", "test")
@@ -94,7 +95,11 @@ def model_arrays(arrays: dict) -> dict:
     return {name: value for name, value in arrays.items() if name in MODEL_ARRAYS}
 
 
-class Task:
+# Constructor arguments that say where a task's files are: a copy changing one reads its own.
+FILE_ARGUMENTS = ("data_dir", "paths")
+
+
+class Task(Frozen):
     """A downstream task: its files, its arrays, its head, its predictions and its scores.
 
     Subclasses set the class attributes and override :meth:`read_file`, :meth:`summarize`,
@@ -106,6 +111,9 @@ class Task:
 
     Where the files are: ``paths`` (``--train``/``--dev``/``--test``) name a split's file
     outright; otherwise the split's first name in ``file_names`` found in ``data_dir``.
+
+    A task never changes once built (:mod:`~nlp_tutorials.tasks.frozen`; :meth:`replace`
+    copies it changed); it only keeps what its files hold as it reads them.
 
     Args:
         data_dir: the folder holding the task's files (None: the task's default, if any).
@@ -120,12 +128,14 @@ class Task:
         stride: for tasks that cut long inputs into windows (token tagging, spans), the
             tokens between the starts of two windows of one input.
         printer: where reading reports what it found (None: nowhere).
+        examples_given: ``{split: examples}`` given outright instead of files (what a recipe
+            search's trials read); a split not given is empty.
     """
 
     name = ""  # the key in TASKS, e.g. "mrpc"
     title = ""  # how reports name it, e.g. "MRPC"
     shape: Shape = Shape()  # what differs by shape (nlp_tutorials.tasks.shapes)
-    labels: tuple[str, ...] = ()  # names of the classes or tags, in id order; () learns them
+    # labels = (names of the classes or tags, in id order); a class declaring none learns them
     # {split: file names tried in data_dir, first found wins}; a missing dev is held out
     file_names: dict = {}
     default_data_dir = None  # the folder used without --data (MRPC's shipped copy), or None
@@ -139,7 +149,10 @@ class Task:
     splits_by_article = False
 
     def __init__(self, data_dir=None, dev_size: int | None = 0, labels=None, paths=None,
-                 max_len: int | None = None, stride: int = DEFAULT_STRIDE, printer=None):
+                 max_len: int | None = None, stride: int = DEFAULT_STRIDE, printer=None,
+                 examples_given: dict | None = None):
+        self._read = {}  # split -> examples, each file read once
+        self._learnt = {}  # from train: "labels" (when learnt), "dev_size" (when defaulted)
         self.data_dir = data_dir
         self.dev_size = dev_size
         if labels is not None:
@@ -148,7 +161,31 @@ class Task:
         self.max_len = max_len or self.default_max_len
         self.stride = stride
         self.printer = printer
-        self._read = {}  # split -> examples, each file read once
+        self.examples_given = examples_given
+
+    def __init_subclass__(cls, **options):
+        super().__init_subclass__(**options)
+        if cls.__dict__.get("labels") == ():  # declares none: learns them, as the base does
+            cls.labels = Task.labels
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """For a class declaring no labels: those given (saved with a model), else train's
+        once :meth:`examples` has read it (() before)."""
+        return self.__dict__.get("_labels") or self._learnt.get("labels", ())
+
+    @labels.setter
+    def labels(self, names) -> None:
+        self._labels = tuple(names)
+
+    def replace(self, **changes) -> "Task":
+        """A copy built with ``changes`` to the constructor's arguments (``max_len=64``),
+        keeping what this task has read unless they move its files (:data:`FILE_ARGUMENTS`)."""
+        task = super().replace(**changes)
+        if not changes.keys() & set(FILE_ARGUMENTS):
+            task._read.update(self._read)
+            task._learnt.update(self._learnt)
+        return task
 
     @property
     def num_labels(self) -> int:
@@ -161,9 +198,10 @@ class Task:
         the encoding's length and stride, and in subclasses what else reading or decoding needs (columns, a tuned threshold)."""
         return {"labels": list(self.labels), "max_len": self.max_len, "stride": self.stride}
 
-    def tune(self, dev_scores: dict) -> None:
-        """Keep what the best epoch's dev scores chose, for ``settings`` to save (SQuAD v2.0:
-        the no-answer threshold); by default nothing."""
+    def tuned(self, dev_scores: dict) -> "Task":
+        """This task keeping what the best epoch's dev scores chose, for ``settings`` to save
+        (SQuAD v2.0: a copy with the no-answer threshold); by default this task unchanged."""
+        return self
 
     def selection_score(self, dev_scores: dict) -> float:
         """The dev score that chooses the epoch and the seed to keep: the task's first metric."""
@@ -202,16 +240,18 @@ class Task:
         the others (:func:`split_train_dev`; ``dev_size`` None: :func:`default_dev_size`'s,
         said in one line when under :data:`HELD_OUT_DEV`). A split with no file is empty,
         except train, which every task needs. Labels a task learns are learnt from train first.
+        With ``examples_given``, its examples of ``split``, as they are.
         """
         if split not in SPLITS:
             raise UserError(f"unknown {self.title} split {split!r}; expected one of "
                             f"{', '.join(SPLITS)}")
+        if self.examples_given is not None:
+            return self.examples_given.get(split, [])
         if not self.labels:
-            self.labels = tuple(self.learn_labels(self.read("train")))
+            self._learnt["labels"] = tuple(self.learn_labels(self.read("train")))
         if split in ("train", "dev") and self.path("dev") is None:
-            if self.dev_size is None:
-                self.dev_size = self.held_out_by_default()
-            train, dev = split_train_dev(self.read("train"), self.dev_size, self.train_name())
+            train, dev = split_train_dev(self.read("train"), self.held_out(),
+                                         self.train_name())
             return train if split == "train" else dev
         if split != "train" and self.path(split) is None:
             return []
@@ -221,6 +261,15 @@ class Task:
         """The train file's name, for a message; "train" for examples given without a file."""
         path = self.path("train")
         return path.name if path is not None else "train"
+
+    def held_out(self) -> int:
+        """The train examples held out as dev when there is no dev file: ``dev_size``, or
+        when it is None :meth:`held_out_by_default`'s (worked out, and said, once)."""
+        if self.dev_size is not None:
+            return self.dev_size
+        if "dev_size" not in self._learnt:
+            self._learnt["dev_size"] = self.held_out_by_default()
+        return self._learnt["dev_size"]
 
     def held_out_by_default(self) -> int:
         """:func:`default_dev_size` of the train file; under :data:`HELD_OUT_DEV`, one line

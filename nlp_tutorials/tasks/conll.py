@@ -33,6 +33,7 @@ from nlp_tutorials.system.files import numbered_lines
 import nlp_tutorials.tasks.entities as entities
 from nlp_tutorials.tasks.base import Task, example_lines
 from nlp_tutorials.tasks.shapes import TOKEN
+from nlp_tutorials.tasks.windows import window_starts
 
 DOCSTART = "-DOCSTART-"
 
@@ -105,15 +106,6 @@ def _check_tag(tag: str, labels, where: str) -> None:
     if labels and tag not in labels:
         raise UserError(f"{where}: tag {tag!r} never occurs in the training file; expected one "
                         f"of {', '.join(labels)}")
-
-
-def window_starts(pieces: int, width: int, step: int) -> list[int]:
-    """Where each window of ``width`` pieces starts in a sentence of ``pieces`` pieces: every
-    ``step`` pieces, until a window reaches the sentence's end (one window if it fits)."""
-    starts = [0]
-    while starts[-1] + width < pieces:
-        starts.append(starts[-1] + step)
-    return starts
 
 
 class ConllTask(Task):

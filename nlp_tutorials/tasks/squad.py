@@ -36,6 +36,7 @@ from nlp_tutorials.tasks.answers import squad2_scores, squad_scores
 from nlp_tutorials.tasks.base import Task, counted, example_lines
 from nlp_tutorials.tasks.shapes import SPAN
 from nlp_tutorials.tasks.squad_files import Answer, Question, read_squad_file
+from nlp_tutorials.tasks.windows import window_starts
 
 MAX_QUESTION_PIECES = 64  # BERT's max_query_length
 N_BEST = 20  # starts and ends tried per window (BERT's n_best_size)
@@ -154,15 +155,6 @@ def answer_pieces(tokenizer, context: ContextPieces, answer: Answer) -> tuple[in
             if context.pieces[start:end + 1] == wanted:
                 return start, end
     return first, last
-
-
-def window_starts(pieces: int, room: int, stride: int) -> list[int]:
-    """First piece of each window of at most ``room`` pieces over ``pieces``, ``stride``
-    apart, the last ending at the last piece (at least one window, even of no piece)."""
-    starts = [0]
-    while starts[-1] + room < pieces:
-        starts.append(starts[-1] + min(room, stride))
-    return starts
 
 
 def max_context_windows(starts: list[int], room: int, pieces: int) -> np.ndarray:
@@ -396,9 +388,9 @@ class Squad2Task(SquadTask):
 
     Files ``train-v2.0.json`` and ``dev-v2.0.json``. An unanswerable question targets [CLS]
     in every window; decoding answers "" when the null score exceeds the best span's score by
-    more than ``null_threshold`` (default 0.0; :meth:`tune` adopts the dev file's best, and
-    ``settings()`` keeps it). Scores add the official HasAns and NoAns parts and the best
-    threshold (:func:`nlp_tutorials.tasks.answers.squad2_scores`).
+    more than ``null_threshold`` (default 0.0; :meth:`tuned` copies the task with the dev
+    file's best, and ``settings()`` keeps it). Scores add the official HasAns and NoAns parts
+    and the best threshold (:func:`nlp_tutorials.tasks.answers.squad2_scores`).
     """
 
     name = "squad2"
@@ -419,13 +411,14 @@ class Squad2Task(SquadTask):
         return [*super().baselines(),
                 ("always no answer", "nlp_tutorials.analysis.task_baselines:fit_no_answer")]
 
-    def tune(self, dev_scores: dict) -> None:
-        """Adopt the threshold that gave the best dev F1 (``best_threshold``)."""
-        if "best_threshold" in dev_scores:
-            self.null_threshold = float(dev_scores["best_threshold"])
+    def tuned(self, dev_scores: dict) -> "Squad2Task":
+        """This task with the threshold that gave the best dev F1 (``best_threshold``)."""
+        if "best_threshold" not in dev_scores:
+            return self
+        return self.replace(null_threshold=float(dev_scores["best_threshold"]))
 
     def selection_score(self, dev_scores: dict) -> float:
-        """F1 at the dev file's best threshold, the one :meth:`tune` then adopts. F1 at the
+        """F1 at the dev file's best threshold, the one :meth:`tuned` then adopts. F1 at the
         threshold in use would tie every epoch that still answers nothing, and keep the first."""
         return dev_scores["best_f1"]
 

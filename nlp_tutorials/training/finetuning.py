@@ -19,7 +19,6 @@ Files in ``output_dir``: the model folder :mod:`nlp_tutorials.finetuned.folders`
 (``model.keras``, ``task.json``, the tokenizer's files), and ``results.json``: this run's
 settings and scores. Predicting and scoring a saved model live in :mod:`nlp_tutorials.finetuned`.
 """
-import copy
 import dataclasses
 import json
 import math
@@ -222,7 +221,8 @@ def seeded_start(config: FinetuneConfig, task: Task, seed: int, strategy):
 def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, printer=print,
                   after_epoch=None, note_printer=None, display: ProgressDisplay | None = None):
     """Fine-tune one head with ``seed``; returns (head, tokenizer, dev scores, test scores,
-    the epoch kept, from 1). ``after_epoch(epoch, dev score)``, if given, hears each epoch's
+    the epoch kept, from 1, the task as the head was trained and tuned: its ``max_len`` fitted
+    to the model's positions). ``after_epoch(epoch, dev score)``, if given, hears each epoch's
     ``task.selection_score`` (a recipe search stops an unpromising trial from there).
     ``note_printer`` (default ``printer``) hears which of an earlier model's layers the head
     starts from: a run of several seeds says it once. ``display`` (default: ``printer``'s)
@@ -233,14 +233,15 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     thread count the same seed gives the same bits (docs/finetuning.md#repeatable-runs).
 
     The epoch with the best dev score (``task.selection_score``: accuracy for MRPC) is kept and
-    ``task`` tuned on it; without dev examples (``dev_size`` 0) the last epoch is, and the dev
-    scores are None; with no test file the test scores are None. The head trains under
-    ``strategy`` (its variables live on every replica); scoring runs on one device.
+    the task returned tuned on it (:meth:`~nlp_tutorials.tasks.base.Task.tuned`); without dev
+    examples (``dev_size`` 0) the last epoch is, and the dev scores are None; with no test file
+    the test scores are None. The head trains under ``strategy`` (its variables live on every
+    replica); scoring runs on one device.
     """
     note_printer = note_printer or printer
     display = (display or ProgressDisplay(printer)).named(f"seed {seed}")
     backbone, tokenizer, earlier = seeded_start(config, task, seed, strategy)
-    task.max_len = min(task.max_len, backbone.config.max_position_embeddings)
+    task = task.replace(max_len=min(task.max_len, backbone.config.max_position_embeddings))
     train, dev, test = encode_splits(task, tokenizer, config)
     with strategy.scope():
         head = new_head(task, backbone, config, earlier, note_printer)
@@ -268,7 +269,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     if dev.arrays is not None:
         for weight, value in zip(head.weights, best[1]):
             weight.assign(value)
-        task.tune(best[2])
+        task = task.tuned(best[2])
     # Training is over (and the loop's compiled step with it). Dropping AdamW (two slots the
     # size of every weight) frees that memory for scoring and saving, and keeps it out of
     # model.keras, which only prediction reads: the file is a third of the size.
@@ -276,7 +277,7 @@ def finetune_once(config: FinetuneConfig, task: Task, seed: int, strategy, print
     test_scores = (None if test.arrays is None else score_examples(
         head, task, test.examples, test.arrays, display=display.named("test")))
     printer(f"seed {seed}: {kept_line(task, best, dev, test_scores)}")
-    return head, tokenizer, best[2], test_scores, best[3]
+    return head, tokenizer, best[2], test_scores, best[3], task
 
 
 def kept_line(task: Task, best: tuple, dev: Encoded, test_scores: dict | None) -> str:
@@ -316,11 +317,9 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     runs = []
     kept = None  # (head, tokenizer, its dev score, its task)
     for seed in range(config.seed, config.seed + config.seeds):
-        # Each seed tunes a copy of its own (SQuAD v2.0's threshold), from the task as declared.
-        seed_task = copy.copy(task)
         said = printer if seed == config.seed else (lambda line: None)
-        head, tokenizer, dev, test, epoch = finetune_once(config, seed_task, seed, strategy,
-                                                          printer, note_printer=said)
+        head, tokenizer, dev, test, epoch, seed_task = finetune_once(
+            config, task, seed, strategy, printer, note_printer=said)
         runs.append({"seed": seed, "epoch": epoch, "dev": dev, "test": test})
         dev_score = -math.inf if dev is None else seed_task.selection_score(dev)
         if kept is None or dev_score > kept[2]:

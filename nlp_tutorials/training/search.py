@@ -15,7 +15,6 @@ fine-tune on the whole of train (:func:`nlp_tutorials.training.finetuning.finetu
 
 Why Optuna rather than KerasTuner: docs/tasks.md ("Searching the recipe").
 """
-import copy
 import dataclasses
 import json
 import math
@@ -153,9 +152,7 @@ def held_out_task(task, share: float, seed: int):
     cut = max(1, round(share * len(train)))
     splits = {"train": [train[i] for i in sorted(order[cut:])],
               "dev": [train[i] for i in sorted(order[:cut])], "test": []}
-    trial_task = copy.copy(task)
-    trial_task.examples = splits.__getitem__  # the trials read these splits, nothing else
-    return trial_task
+    return task.replace(examples_given=splits)  # the trials read these splits, nothing else
 
 
 def search_recipe(config, task, strategy, train_once, output_dir, printer=print) -> tuple:
@@ -225,7 +222,7 @@ def run_trial(optuna, trial, settings, config, trial_task, strategy, train_once,
             raise optuna.TrialPruned()
 
     try:
-        train_once(trial_config, copy.copy(trial_task), config.seed, strategy,
+        train_once(trial_config, trial_task, config.seed, strategy,
                    printer=lambda *_: None, after_epoch=after_epoch, display=display)
         state = "complete"
     except optuna.TrialPruned:

@@ -136,8 +136,7 @@ def test_heads_of_a_task_model_score_its_dev_file_study_dev_and_prune(sentence_m
     assert "Fake sentences has no test file: the study scores the dev split" in lines
     study = json.loads((model_dir / bertology.STUDY_FILE).read_text())
     assert study["split"] == "dev" and len(study["importance_order"]) == 10
-    head, tokenizer, task = load_finetuned(model_dir)
-    task.data_dir = data
+    head, tokenizer, task = load_finetuned(model_dir, data_dir=data)
     unmasked = bertology.score_examples(head, task, task.examples("dev"),
                                         task.encode(tokenizer, task.examples("dev"), MAX_LEN))
     assert study["importance_order"][0] == pytest.approx(unmasked)

@@ -140,7 +140,7 @@ def test_every_serving_module_answers_from_a_bfloat16_head(shape):
 
     task = TASKS[shape]()
     head, tokenizer = tiny_wordpiece_head(task)
-    task.max_len = head.backbone.config.max_position_embeddings  # as load_finetuned fits it
+    task = task.replace(max_len=head.backbone.config.max_position_embeddings)  # as loading fits it
     request = {"token": [tf.constant(["a fine , warm story", "the film was dull and long"])],
                "span": [tf.constant(["what was dull ?"]),
                         tf.constant(["the film was dull and long"])],

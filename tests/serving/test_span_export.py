@@ -139,7 +139,8 @@ def test_the_graph_answers_are_the_tasks_decoding(task_class):
     task = task_class(max_len=MAX_POSITIONS, stride=STRIDE)
     module, head, tokenizer = span_module(task)
     if task_class is Squad2Task:
-        module.null_threshold = task.null_threshold = halfway_threshold(task, head, tokenizer)
+        task = task.replace(null_threshold=halfway_threshold(task, head, tokenizer))
+        module.null_threshold = task.null_threshold
     want = task.predictions(*decoded(head, tokenizer, task))
     got = module.serving_default(tf.constant([q for q, _ in QUESTIONS]),
                                  tf.constant([c for _, c in QUESTIONS]))
@@ -233,7 +234,7 @@ def test_squad2_answers_none_where_the_null_score_wins(tmp_path):
     """v2.0 with the threshold halfway through the questions' null-minus-best margins: some
     are answered, some get "" and -1, as predict decides."""
     task = Squad2Task(stride=STRIDE)
-    task.null_threshold = halfway_threshold(task, *tiny_span_model(task))
+    task = task.replace(null_threshold=halfway_threshold(task, *tiny_span_model(task)))
     model_dir, version = exported(task, tmp_path)
     printed, predictions, _, _ = predicted(model_dir)
     got = load_elsewhere(version, {"serving_default": request()})["serving_default"]

@@ -11,7 +11,7 @@ import pytest
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.tasks.squad import (Squad2Task, SquadTask, answer_pieces, context_pieces,
-                                       max_context_windows, window_starts)
+                                       max_context_windows)
 from nlp_tutorials.tasks.squad_files import Answer, Question, squad_version
 from nlp_tutorials.text.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer
 
@@ -142,10 +142,7 @@ def test_answer_span_is_tightened_to_the_pieces_of_its_text():
     assert answer_pieces(tokenizer, pieces, Answer("52", 17)) == (3, 9)
 
 
-def test_windows_are_stride_apart_and_each_piece_has_one_max_context_window():
-    assert window_starts(10, room=4, stride=3) == [0, 3, 6]
-    assert window_starts(10, room=4, stride=5) == [0, 4, 8]  # never a gap between windows
-    assert window_starts(3, room=4, stride=2) == [0]
+def test_no_question_is_no_window_and_each_piece_has_one_max_context_window():
     empty = SquadTask().encode(small_wordpiece(), [], 16)
     assert empty["input_ids"].shape == (0, 16) and empty["window_example"].shape == (0,)
     # Windows 0-3, 3-6, 6-9. Piece 3 has 3 left and 0 right in window 0, 0 and 3 in window 1:
@@ -226,8 +223,10 @@ def test_v2_answers_nothing_when_the_null_score_beats_the_span_by_the_threshold(
     logits = peaked_logits(arrays)
     logits["start_logits"][:, 0] = logits["end_logits"][:, 0] = 11.0  # null 22 vs span 20
     assert task.predictions(logits, arrays, questions)[0].text == ""
-    task.tune({"best_threshold": 2.5})
-    assert task.settings()["null_threshold"] == 2.5
+    untuned = task
+    task = task.tuned({"best_threshold": 2.5})
+    assert task.settings()["null_threshold"] == 2.5 and untuned.null_threshold == 0.0
+    assert task.tuned({"f1": 0.5}) is task  # scores without a threshold keep the task
     prediction = task.predictions(logits, arrays, questions)[0]
     assert prediction.text == questions[0].answers[0].text
     assert (prediction.null_score, prediction.score) == (22.0, 20.0)

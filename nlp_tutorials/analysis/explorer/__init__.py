@@ -262,8 +262,8 @@ def collect_task_attention(head, tokenizer, task, n: int, model_dir, data_dir=No
     chosen ending's for a multiple-choice example, the first window's for a long one.
     """
     from nlp_tutorials.analysis.attention_capture import attention_vectors
-    from nlp_tutorials.analysis.bertology import task_with_data
     from nlp_tutorials.analysis.visual import as_numpy
+    from nlp_tutorials.finetuned.folders import task_with_data
     from nlp_tutorials.finetuned.inference import head_outputs
 
     task = task_with_data(task, model_dir, data_dir, task.dev_size)
