@@ -100,7 +100,7 @@ from nlp_tutorials.system.settings import (  # noqa: E402
     field_rule,
     positive_int,
 )
-from nlp_tutorials.tasks.base import counted, model_arrays  # noqa: E402
+from nlp_tutorials.tasks.base import counted  # noqa: E402
 from nlp_tutorials.tasks.metrics import mean_std  # noqa: E402
 from nlp_tutorials.text.tokenization import load_tokenizer  # noqa: E402
 from nlp_tutorials.training.config import FinetuneConfig  # noqa: E402
@@ -375,7 +375,7 @@ def encode_splits(task, tokenizer, config: FinetuneConfig, limit: int | None) ->
     train_examples = task.examples("train")[:limit]
     if config.swap_augment:
         train_examples = task.augment(train_examples)
-    train = model_arrays(task.encode(tokenizer, train_examples, task.max_len))
+    train = task.shape.for_model(task.encode(tokenizer, train_examples, task.max_len))
     if len(train["input_ids"]) < config.batch_size:
         raise UserError(f"{len(train['input_ids'])} train examples for {task.title}, fewer "
                         f"than --batch-size {config.batch_size}; expected a smaller "

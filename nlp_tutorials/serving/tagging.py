@@ -44,6 +44,7 @@ from nlp_tutorials.serving.savedmodel import (
 )
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.conll import ConllTask
+from nlp_tutorials.tasks.shapes import TOKEN
 
 # The characters Python's str.isspace() accepts, where str.split() cuts a predict line.
 PYTHON_SPACES = (r"[\t-\r\x{1C}-\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}"
@@ -81,6 +82,7 @@ def most_context(word, context, words):
     return tf.math.unsorted_segment_min(candidates, word, words)
 
 
+@TOKEN.register_server
 class TaggingModule(SequenceModule):
     """The SavedModel of a token-tagging task: the head, the graph tokenizer, the tag tables.
 

@@ -82,17 +82,6 @@ def split_train_dev(examples: list, dev_size: int, source: str = "train") -> tup
     return examples[:len(examples) - dev_size], examples[len(examples) - dev_size:]
 
 
-# The arrays a head reads (inputs and answers); an encoding may hold others that only decoding
-# reads (a window's example, its pieces' character offsets), which never reach the model.
-MODEL_ARRAYS = ("input_ids", "token_type_ids", "labels", "tag_ids", "tag_weights",
-                "start_positions", "end_positions")
-
-
-def model_arrays(arrays: dict) -> dict:
-    """The arrays of an encoding that a head reads (see :data:`MODEL_ARRAYS`)."""
-    return {name: value for name, value in arrays.items() if name in MODEL_ARRAYS}
-
-
 class Task:
     """A downstream task: its files, its arrays, its head, its predictions and its scores.
 
@@ -297,7 +286,8 @@ class Task:
         ``tag_weights`` [n, max_len] (token), ``start_positions`` and ``end_positions`` [n]
         (span). Tasks that cut an input into windows (``self.stride`` tokens apart) return a
         row per window, and may add arrays only decoding reads (the window's example, its
-        pieces' words or character offsets), named outside :data:`MODEL_ARRAYS`.
+        pieces' words or character offsets). Each array is one the shape declares, in its
+        ``model_arrays`` or its ``decoding_arrays``: ``shape.for_model`` refuses any other.
         """
         raise NotImplementedError
 
@@ -339,11 +329,6 @@ class Task:
         to show (``accuracy 81.2%, F1 87.1``)."""
         return ", ".join(f"{printed} {reported(key, mean, std if seeds > 1 else None)}"
                          for key, printed in self.metrics for mean, std in [summary[key]])
-
-    def baselines(self) -> list[tuple[str, str]]:
-        """(name, ``"module:fit function"``) of each baseline ``python -m
-        nlp_tutorials.baseline`` fits for this task: its shape's, by default."""
-        return list(self.shape.baselines)
 
     # Prediction from text.
 

@@ -414,11 +414,6 @@ class Squad2Task(SquadTask):
     def settings(self) -> dict:
         return {**super().settings(), "null_threshold": self.null_threshold}
 
-    def baselines(self) -> list[tuple[str, str]]:
-        """The shape's, and always answering nothing (a third of v2.0's dev questions)."""
-        return [*super().baselines(),
-                ("always no answer", "nlp_tutorials.analysis.task_baselines:fit_no_answer")]
-
     def tune(self, dev_scores: dict) -> None:
         """Adopt the threshold that gave the best dev F1 (``best_threshold``)."""
         if "best_threshold" in dev_scores:
