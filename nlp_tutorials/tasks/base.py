@@ -125,6 +125,10 @@ class Task:
     # The baseline may split the dev file by article into train and scored (SQuAD, whose
     # train file is large): --train-articles.
     splits_by_article = False
+    # A token task that encodes as CoNLL-2003 does: each word cut into pieces on its own, its
+    # tag on its first piece, a long sentence in windows window_step(max_len) pieces apart.
+    # export-model's tagging graph (nlp_tutorials.serving.tagging) serves such a task.
+    tags_first_pieces = False
 
     def __init__(self, data_dir=None, dev_size: int | None = 0, labels=None, paths=None,
                  max_len: int | None = None, stride: int = 128, printer=None):
