@@ -39,13 +39,12 @@ def mrpc_batches(batch_size: int, count: int):
 
     from nlp_tutorials.finetuned.batching import batches
     from nlp_tutorials.tasks import get_task
-    from nlp_tutorials.tasks.base import model_arrays
     from nlp_tutorials.text.tokenization import WordTokenizer
 
     task = get_task("mrpc")
     train = task.read("train")
     tokenizer = WordTokenizer.build(task.texts(train))
-    arrays = model_arrays(task.encode(tokenizer, train, task.max_len))
+    arrays = task.shape.for_model(task.encode(tokenizer, train, task.max_len))
     pipeline = batches(arrays, batch_size, np.random.default_rng(0), drop_remainder=True,
                        pad_id=tokenizer.pad_id)
     return task, tokenizer, list(pipeline.take(count))

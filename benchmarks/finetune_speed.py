@@ -155,7 +155,6 @@ def write_batches(shape, data_root, model_dir, batch_size, count, path) -> dict:
     [batch]), and ``attention_mask.i``, 1 on real tokens, for HuggingFace.
     """
     from nlp_tutorials.tasks import get_task
-    from nlp_tutorials.tasks.base import model_arrays
     from nlp_tutorials.text.tokenization import load_tokenizer
     from nlp_tutorials.finetuned.batching import batches
 
@@ -166,7 +165,7 @@ def write_batches(shape, data_root, model_dir, batch_size, count, path) -> dict:
     if split == "train":
         task.examples("train")  # learns the labels of a task that has none fixed (CoNLL's tags)
     examples = task.read(split)[:batch_size * GROUPING_WINDOW]
-    arrays = model_arrays(task.encode(tokenizer, examples, max_len))
+    arrays = task.shape.for_model(task.encode(tokenizer, examples, max_len))
     stream = batches(arrays, batch_size, np.random.default_rng(0), drop_remainder=True,
                      pad_id=tokenizer.pad_id)
     saved = {}

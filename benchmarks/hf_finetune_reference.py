@@ -100,7 +100,7 @@ from nlp_tutorials.system.settings import (  # noqa: E402
     field_rule,
     positive_int,
 )
-from nlp_tutorials.tasks.base import counted, model_arrays  # noqa: E402
+from nlp_tutorials.tasks.base import counted  # noqa: E402
 from nlp_tutorials.tasks.metrics import mean_std  # noqa: E402
 from nlp_tutorials.text.tokenization import load_tokenizer  # noqa: E402
 from nlp_tutorials.training.config import FinetuneConfig  # noqa: E402
@@ -357,7 +357,7 @@ def finetune_seed(config: FinetuneConfig, task, seed: int, train: dict, held: di
     dev, epoch = train_and_pick(model, task, config, seed, train, held, pad_id)
     kept = "last epoch (no dev examples)"
     if dev is not None:
-        task.tune(dev)  # SQuAD v2.0's no-answer threshold; nothing for the others
+        task = task.tuned(dev)  # SQuAD v2.0's no-answer threshold; the same task for the others
         kept = f"epoch {epoch}, best dev {task.metrics[0][1]} {task.selection_score(dev):.3f}"
     test = None
     if held["test"] is not None:
@@ -375,7 +375,7 @@ def encode_splits(task, tokenizer, config: FinetuneConfig, limit: int | None) ->
     train_examples = task.examples("train")[:limit]
     if config.swap_augment:
         train_examples = task.augment(train_examples)
-    train = model_arrays(task.encode(tokenizer, train_examples, task.max_len))
+    train = task.shape.for_model(task.encode(tokenizer, train_examples, task.max_len))
     if len(train["input_ids"]) < config.batch_size:
         raise UserError(f"{len(train['input_ids'])} train examples for {task.title}, fewer "
                         f"than --batch-size {config.batch_size}; expected a smaller "

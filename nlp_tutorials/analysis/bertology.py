@@ -36,7 +36,7 @@ from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.progress import ProgressDisplay, shown_steps
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.base import model_arrays, reported
+from nlp_tutorials.tasks.base import reported
 from nlp_tutorials.training.config import RANDOM_ORDERS, FinetuneConfig
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.outputs import Output, writing
@@ -63,13 +63,12 @@ def kept_heads(head) -> list[list[int]]:
 def one_by_one(head, arrays: dict):
     """The encoded examples of ``arrays`` one at a time, each trimmed to its own length.
 
-    Only the arrays the head reads go (:func:`~nlp_tutorials.tasks.base.model_arrays`): the
-    inputs and each shape's answers. Those with one value per token (``input_ids``,
+    ``arrays``: those the head reads (``task.shape.for_model``'s): the inputs and the
+    shape's answers. Those with one value per token (``input_ids``,
     ``token_type_ids``, a tagging task's ``tag_ids`` and ``tag_weights``) are cut to the
     example's real tokens (a multiple-choice example's longest choice); the others (``labels``,
     ``start_positions``) keep their row. Yields dicts of [1, (choices,) length] and [1] arrays.
     """
-    arrays = model_arrays(arrays)
     ids = arrays["input_ids"]  # [n, max_len] or [n, choices, max_len]
     per_token = [name for name, value in arrays.items() if value.shape == ids.shape]
     real = np.count_nonzero(ids != head.backbone.config.pad_token_id, axis=-1)
@@ -88,7 +87,6 @@ def one_by_one_shown(work, head, arrays: dict, display: ProgressDisplay | None):
 def example_signature(arrays: dict):
     """The tf.function input signature of one :func:`one_by_one` example of ``arrays``: the
     token axis (the last of the per-token arrays) may have any length."""
-    arrays = model_arrays(arrays)
     ids_shape = arrays["input_ids"].shape
     return {name: tf.TensorSpec([1, *value.shape[1:-1], None] if value.shape == ids_shape
                                 else [1, *value.shape[1:]], tf.as_dtype(value.dtype))
@@ -99,8 +97,8 @@ def importance(head, arrays: dict, head_mask=None,
                display: ProgressDisplay | None = None) -> np.ndarray:
     """Each head's importance over ``arrays``, normalised per layer: [layers, heads] float64.
 
-    ``arrays``: encoded examples with their answers, as ``Task.encode`` makes them for any
-    shape (``labels``, ``tag_ids``, or ``start_positions`` and ``end_positions``). Examples
+    ``arrays``: encoded examples with their answers, the arrays the head reads
+    (``task.shape.for_model``'s: ``labels``, ``tag_ids``, or ``start_positions`` ...). Examples
     go one at a time, so the absolute value is taken per example (per window, for tasks that
     cut long inputs into windows). ``head_mask`` [layers, heads]
     (default: ones) is the point the gradient is taken at. A pruned head has importance 0.
@@ -234,7 +232,7 @@ def recover(head, tokenizer, epochs: int, learning_rate: float, batch_size: int,
     """
     task = task or get_task(FinetuneConfig.task)
     max_len = min(max_len or task.max_len, head.backbone.config.max_position_embeddings)
-    train = model_arrays(task.encode(tokenizer, task.read("train"), max_len))
+    train = task.shape.for_model(task.encode(tokenizer, task.read("train"), max_len))
     keras.utils.set_random_seed(seed)
     compile_for_epochs(head, train, epochs, batch_size, learning_rate)
     train_epochs(head, train, epochs, batch_size, np.random.default_rng(seed),
@@ -341,7 +339,7 @@ def score_heads(settings, pruned_dir, printer=print) -> dict:
     if not dev:
         raise UserError(f"--dev-size {task.held_out()}: importance needs dev pairs; expected 1 "
                         f"or more")
-    dev_arrays = task.encode(tokenizer, dev, max_len)
+    dev_arrays = task.shape.for_model(task.encode(tokenizer, dev, max_len))
     display = ProgressDisplay(printer)
     importance_map = importance(head, dev_arrays, display=display.named("importance"))
     entropy_map = entropy(head, dev_arrays, display.named("entropy"))

@@ -41,11 +41,26 @@ from typing import NamedTuple
 import numpy as np
 
 from nlp_tutorials.analysis.baseline import word_spans, words
-from nlp_tutorials.analysis.sentence_baselines import chosen
+from nlp_tutorials.analysis.sentence_baselines import (
+    chosen,
+    fit_bag_of_words,
+    fit_majority,
+    fit_mrpc_overlap,
+    fit_ridge,
+    fit_train_mean,
+)
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.references import load_reference
 from nlp_tutorials.tasks.base import Task, counted
-from nlp_tutorials.tasks.shapes import ClassPrediction
+from nlp_tutorials.tasks.mrpc import MrpcTask
+from nlp_tutorials.tasks.shapes import (
+    CHOICE,
+    SEQUENCE,
+    SHAPES,
+    SPAN,
+    TOKEN,
+    ClassPrediction,
+    check_baselines,
+)
 from nlp_tutorials.tasks.entities import OUTSIDE, to_iob2
 from nlp_tutorials.tasks.squad import SpanPrediction
 from nlp_tutorials.tasks.squad_split import split_by_title
@@ -223,14 +238,48 @@ def fit_word_overlap_choice(task: Task, train):
     return lambda examples: [choose(e) for e in examples], ""
 
 
+# Each shape's baselines, in the order they are printed; some only for the tasks they fit.
+
+def scores_a_number(task: Task) -> bool:
+    """A sentence task answering a score (STS-B, a table with --regression)."""
+    return getattr(task, "regression", False)
+
+
+def classifies(task: Task) -> bool:
+    return not scores_a_number(task)
+
+
+def is_mrpc(task: Task) -> bool:
+    return task.name == MrpcTask.name
+
+
+def may_have_no_answer(task: Task) -> bool:
+    """SQuAD v2.0, a third of whose dev questions have no answer."""
+    return task.version == "2.0"
+
+
+SEQUENCE.register_baseline("majority", fit_majority, classifies)
+SEQUENCE.register_baseline("word overlap", fit_mrpc_overlap, is_mrpc)  # MRPC's own yardstick
+SEQUENCE.register_baseline("bag of words", fit_bag_of_words, classifies)
+SEQUENCE.register_baseline("train mean", fit_train_mean, scores_a_number)
+SEQUENCE.register_baseline("ridge", fit_ridge, scores_a_number)
+TOKEN.register_baseline("most frequent tag", fit_most_frequent_tag)
+SPAN.register_baseline("sliding window", fit_sliding_window)
+SPAN.register_baseline("always no answer", fit_no_answer, may_have_no_answer)
+CHOICE.register_baseline("majority position", fit_majority_position)
+CHOICE.register_baseline("word overlap", fit_word_overlap_choice)
+check_baselines(SHAPES.values())
+
+
 # Which baselines, on which splits.
 
 def baselines_for(task: Task) -> list[tuple[str, object]]:
-    """(name, fit) of each baseline of ``task`` (:meth:`~nlp_tutorials.tasks.base.Task.baselines`,
-    its shape's by default); ``fit(task, train)`` returns ``(predict, setting)``:
-    ``predict(examples)`` gives one prediction per example, as the task's ``score`` reads
-    them, and ``setting`` says what was chosen on train ("" for nothing)."""
-    return [(name, load_reference(fit)) for name, fit in task.baselines()]
+    """(name, fit) of each baseline registered for ``task``'s shape that applies to it
+    (:meth:`~nlp_tutorials.tasks.shapes.Shape.register_baseline`); ``fit(task, train)``
+    returns ``(predict, setting)``: ``predict(examples)`` gives one prediction per example,
+    as the task's ``score`` reads them, and ``setting`` says what was chosen on train ("" for
+    nothing)."""
+    return task.shape.baselines(task)
 
 
 def split_by_article(task: Task, train_articles: int) -> tuple[list, tuple[str, list]]:

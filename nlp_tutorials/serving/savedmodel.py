@@ -35,8 +35,7 @@ import tensorflow as tf
 
 from nlp_tutorials.speed.compiled import compiled_in_buckets
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.references import load_reference
-from nlp_tutorials.tasks.shapes import SHAPES
+from nlp_tutorials.tasks.shapes import CHOICE, SEQUENCE, SHAPES
 from nlp_tutorials.text.tokenization import CONTINUATION, MAX_WORD_CHARS, UNK, WordPieceTokenizer
 
 # google-research/bert's ranges of CJK ideographs: each such character is a word of its own.
@@ -163,6 +162,7 @@ def strings_spec(name: str):
     return tf.TensorSpec([None], tf.string, name=name)
 
 
+@SEQUENCE.register_server
 class SequenceModule(tf.Module):
     """What the SavedModel of a sequence task holds: the fine-tuned head, the graph tokenizer
     and the signatures.
@@ -258,6 +258,7 @@ class SequenceModule(tf.Module):
         return {name: function.get_concrete_function() for name, function in functions.items()}
 
 
+@CHOICE.register_server
 class ChoiceModule(SequenceModule):
     """The SavedModel of a multiple-choice task: a context and its endings in, one probability
     per ending and the chosen one out.
@@ -317,8 +318,8 @@ def serving_module(model_dir, strings: bool = True, xla: bool = False,
 
     head, tokenizer, task = load_finetuned(model_dir)
     head = in_precision(head, precision)
-    if not task.shape.serving_module:
-        served = sorted(name for name, shape in SHAPES.items() if shape.serving_module)
+    if task.shape.server is None:
+        served = sorted(name for name, shape in SHAPES.items() if shape.server is not None)
         raise UserError(f"{model_dir}: a {task.title} model, of shape {task.shape.name!r}; "
                         f"export-model serves the shapes {', '.join(served[:-1])} and "
                         f"{served[-1]}")
@@ -330,8 +331,7 @@ def serving_module(model_dir, strings: bool = True, xla: bool = False,
                             f"{task.shape.name!r}; --xla compiles the shapes "
                             f"{' and '.join(compiled)} only")
         options["xla"] = True
-    module = load_reference(task.shape.serving_module)
-    return module(head, tokenizer, task, **options), task, tokenizer
+    return task.shape.server(head, tokenizer, task, **options), task, tokenizer
 
 
 def export_model(model_dir, output, version: int = 1, overwrite: bool = False,

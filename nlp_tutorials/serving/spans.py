@@ -25,6 +25,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from nlp_tutorials.serving.savedmodel import SequenceModule, import_tensorflow_text
+from nlp_tutorials.tasks.shapes import SPAN
 from nlp_tutorials.tasks.squad import (CONTEXT_WHITESPACE, CONTINUATION, MAX_ANSWER_PIECES,
                                        N_BEST, question_room)
 
@@ -271,6 +272,7 @@ def best_spans(logits: dict, windows: Windows) -> BestSpans:
                      tf.math.segment_min(null, windows.example))
 
 
+@SPAN.register_server
 class SpanModule(SequenceModule):
     """The SavedModel of a SQuAD task: ``question`` and ``context`` in, the answer out (see
     the module's docstring for how), with the task's ``max_len`` and ``stride`` and, for

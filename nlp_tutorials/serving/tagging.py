@@ -14,14 +14,15 @@ sentences in, one tag per word out, laid out and decoded as ``bert predict`` doe
   and ``probability`` (float32 [batch, step]). [CLS], [SEP], padding and a word's later
   pieces get answers too: the caller keeps the positions it wants.
 
-The graph follows :class:`~nlp_tutorials.tasks.conll.ConllTask` step by step:
+The graph follows :class:`~nlp_tutorials.tasks.conll.ConllTask` step by step, and serves any
+token task that encodes as it does (``tags_first_pieces = True``, and ``window_step``):
 
 1. A sentence is cut into words where Python's ``str.split()`` cuts it (every character
    ``str.isspace`` accepts; RE2's ``\\s`` knows only ASCII spaces).
 2. Each word is cut into pieces on its own by :class:`GraphWordPiece`; a word that gives
    none (a lone control character) is one ``[UNK]``, so every word has a first piece.
 3. A sentence longer than ``max_len - 2`` pieces is cut into windows of ``max_len - 2``
-   pieces, ``task.window_step(max_len)`` apart (``ConllTask._windows``), each laid out
+   pieces, ``task.window_step(max_len)`` apart (as ``ConllTask._windows``), each laid out
    ``[CLS] pieces [SEP]``; all windows of the batch go through the model together.
 4. Each word takes the arg-max of its first piece's logits in the window where that piece
    has the most context (the fewer pieces on either side, largest; the earlier window on a
@@ -29,8 +30,8 @@ The graph follows :class:`~nlp_tutorials.tasks.conll.ConllTask` step by step:
 
 A blank sentence has no words: ``word_count`` 0 (``predict`` passes blank lines over).
 
-The token shape names :class:`TaggingModule` (:mod:`nlp_tutorials.tasks.shapes`), and
-``export_model`` loads it by that name.
+:class:`TaggingModule` registers itself for the token shape (:mod:`nlp_tutorials.tasks.shapes`),
+and ``export_model`` serves token tasks with it.
 """
 import tensorflow as tf
 
@@ -43,7 +44,7 @@ from nlp_tutorials.serving.savedmodel import (
     pack,
 )
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.conll import ConllTask
+from nlp_tutorials.tasks.shapes import TOKEN
 
 # The characters Python's str.isspace() accepts, where str.split() cuts a predict line.
 PYTHON_SPACES = (r"[\t-\r\x{1C}-\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}"
@@ -81,20 +82,22 @@ def most_context(word, context, words):
     return tf.math.unsorted_segment_min(candidates, word, words)
 
 
+@TOKEN.register_server
 class TaggingModule(SequenceModule):
     """The SavedModel of a token-tagging task: the head, the graph tokenizer, the tag tables.
 
-    Only :class:`~nlp_tutorials.tasks.conll.ConllTask` (CoNLL-2003 and a user's ``--format
-    conll`` files) encodes this way; another token task is refused in one line.
+    A token task that declares it encodes this way (``tags_first_pieces``, as
+    :class:`~nlp_tutorials.tasks.conll.ConllTask` does for CoNLL-2003 and a user's ``--format
+    conll`` files) is served; another is refused in one line.
     """
 
     answers_label_names = False  # it names each word's tag itself
 
     def __init__(self, head, tokenizer, task, strings: bool = True):
-        if not isinstance(task, ConllTask):
-            raise UserError(f"{task.title}: a token task that does not encode as CoNLL-2003; "
-                            f"export-model lays out each word's tag on its first word piece, "
-                            f"as nlp_tutorials.tasks.conll.ConllTask encodes, and no other way")
+        if not task.tags_first_pieces:
+            raise UserError(f"{task.title}: a token task that does not declare "
+                            f"tags_first_pieces; export-model lays out each word's tag on its "
+                            f"first word piece, as CoNLL-2003 encodes, and no other way")
         super().__init__(head, tokenizer, task, strings)
         if self.max_len < 3:
             raise UserError(f"max_len={self.max_len}: expected at least 3 (room for [CLS], "

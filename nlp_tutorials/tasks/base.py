@@ -84,17 +84,6 @@ def split_train_dev(examples: list, dev_size: int, source: str = "train") -> tup
     return examples[:len(examples) - dev_size], examples[len(examples) - dev_size:]
 
 
-# The arrays a head reads (inputs and answers); an encoding may hold others that only decoding
-# reads (a window's example, its pieces' character offsets), which never reach the model.
-MODEL_ARRAYS = ("input_ids", "token_type_ids", "labels", "tag_ids", "tag_weights",
-                "start_positions", "end_positions")
-
-
-def model_arrays(arrays: dict) -> dict:
-    """The arrays of an encoding that a head reads (see :data:`MODEL_ARRAYS`)."""
-    return {name: value for name, value in arrays.items() if name in MODEL_ARRAYS}
-
-
 # Constructor arguments that say where a task's files are: a copy changing one reads its own.
 FILE_ARGUMENTS = ("data_dir", "paths")
 
@@ -147,6 +136,10 @@ class Task(Frozen):
     # The baseline may split the dev file by article into train and scored (SQuAD, whose
     # train file is large): --train-articles.
     splits_by_article = False
+    # A token task that encodes as CoNLL-2003 does: each word cut into pieces on its own, its
+    # tag on its first piece, a long sentence in windows window_step(max_len) pieces apart.
+    # export-model's tagging graph (nlp_tutorials.serving.tagging) serves such a task.
+    tags_first_pieces = False
 
     def __init__(self, data_dir=None, dev_size: int | None = 0, labels=None, paths=None,
                  max_len: int | None = None, stride: int = DEFAULT_STRIDE, printer=None,
@@ -347,7 +340,8 @@ class Task(Frozen):
         ``tag_weights`` [n, max_len] (token), ``start_positions`` and ``end_positions`` [n]
         (span). Tasks that cut an input into windows (``self.stride`` tokens apart) return a
         row per window, and may add arrays only decoding reads (the window's example, its
-        pieces' words or character offsets), named outside :data:`MODEL_ARRAYS`.
+        pieces' words or character offsets). Each array is one the shape declares, in its
+        ``model_arrays`` or its ``decoding_arrays``: ``shape.for_model`` refuses any other.
         """
         raise NotImplementedError
 
@@ -389,11 +383,6 @@ class Task(Frozen):
         to show (``accuracy 81.2%, F1 87.1``)."""
         return ", ".join(f"{printed} {reported(key, mean, std if seeds > 1 else None)}"
                          for key, printed in self.metrics for mean, std in [summary[key]])
-
-    def baselines(self) -> list[tuple[str, str]]:
-        """(name, ``"module:fit function"``) of each baseline ``python -m
-        nlp_tutorials.baseline`` fits for this task: its shape's, by default."""
-        return list(self.shape.baselines)
 
     # Prediction from text.
 

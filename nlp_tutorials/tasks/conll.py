@@ -135,6 +135,7 @@ class ConllTask(Task):
                   "test": ("eng.testb", "test.txt")}
     default_max_len = 128
     metrics = (("f1", "F1"), ("precision", "precision"), ("recall", "recall"))
+    tags_first_pieces = True
 
     def __init__(self, *args, columns: int | None = 4, **kwargs):
         super().__init__(*args, **kwargs)

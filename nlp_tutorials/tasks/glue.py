@@ -206,13 +206,6 @@ class SentenceTask(Task):
             lines.append(f"{index if example.id is None else example.id}\t{answer}")
         return ".tsv", "\n".join(lines) + "\n"
 
-    def baselines(self) -> list[tuple[str, str]]:
-        """A regression's: the train mean and a ridge regression; else the shape's."""
-        if self.regression:
-            return [("train mean", "nlp_tutorials.analysis.sentence_baselines:fit_train_mean"),
-                    ("ridge", "nlp_tutorials.analysis.sentence_baselines:fit_ridge")]
-        return super().baselines()
-
     def parse_lines(self, lines, source: str):
         """Examples from ``predict``'s lines: one sentence a line, or for a pair task two
         tab-separated sentences; blank lines are skipped. Each gets the first label (or score

@@ -131,13 +131,6 @@ class MrpcTask(Task):
         predicted = np.array([p.label for p in predictions])
         return {"accuracy": accuracy(labels, predicted), "f1": f1_score(labels, predicted)}
 
-    def baselines(self) -> list[tuple[str, str]]:
-        """The shape's, with MRPC's own yardstick (word overlap) printed second."""
-        found = super().baselines()
-        found.insert(1, ("word overlap",
-                         "nlp_tutorials.analysis.sentence_baselines:fit_mrpc_overlap"))
-        return found
-
     def parse_lines(self, lines, source: str):
         """Pairs from TSV lines: ``s1<TAB>s2``, or MRPC rows (5 columns; header skipped).
 

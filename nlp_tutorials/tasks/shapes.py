@@ -10,18 +10,24 @@ task which shape it has:
   softmax), how ``predict`` writes one and how the attention explorer shows one; the token and
   span tasks decode their own (word alignment, n-best spans);
 - which encoded row of an example the explorer shows;
-- what the upper floors provide for the shape, named as ``"module:attribute"`` and loaded by
-  the floor that uses it (:func:`nlp_tutorials.system.references.load_reference`): the module
-  that serves it (``export-model``), its baselines (``python -m nlp_tutorials.baseline``).
-  Named, not imported: this floor sits below them.
+- the arrays an encoding of the shape holds: those its head reads (:attr:`Shape.model_arrays`)
+  and those only decoding reads (:attr:`Shape.decoding_arrays`); an array neither names is an
+  error (:meth:`Shape.for_model`), never dropped without a word;
+- what the upper floors provide for the shape, registered by them on the shape object, since
+  this floor sits below them: the module that serves it (``export-model``; the serving module
+  calls :meth:`Shape.register_server`) and its baselines (``python -m nlp_tutorials.baseline``;
+  :meth:`Shape.register_baseline`). Each floor checks its registrations when it is imported
+  (:func:`check_served`, :func:`check_baselines`).
 
 A task names its shape (``shape = SEQUENCE``); a new shape is a subclass of :class:`Shape` in a
 module of its own, and its tasks name it. This module is numpy only: TensorFlow comes in with
 the head.
 """
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
+
+from nlp_tutorials.system.errors import UserError
 
 
 class ClassPrediction(NamedTuple):
@@ -44,25 +50,62 @@ class Shape:
 
     name = ""  # how messages call it
     described_as = ""  # what its tasks answer, in --task's help
-    head_name = ""  # the head's class in nlp_tutorials.models.task_heads
     head_settings: tuple[str, ...] = ()  # fine-tuning settings the head's constructor takes
     labels_sized = False  # the head has one output per label (num_labels)
     text_inputs: tuple[str, ...] = ()  # the raw texts of one example, in encoding order
-    serving_module = ""  # "module:Class" serving it as a SavedModel; "" for none yet
+    # The arrays of an encoding the head reads (its inputs and answers), and those only
+    # decoding reads (a window's example, its pieces' words or character offsets).
+    model_arrays: tuple[str, ...] = ("input_ids", "token_type_ids")
+    decoding_arrays: tuple[str, ...] = ()
+    # export-model serves it: a serving module registers itself (register_server), checked
+    # when nlp_tutorials.serving is imported.
+    served = False
     # Serving can compile the head with XLA when its answer has no step axis: padding to a
     # bucket of lengths then cannot show in it.
     compiles_with_xla = False
-    # (name, "module:fit function") of each baseline (nlp_tutorials.analysis.task_baselines)
-    baselines: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self):
+        self.server = None  # the serving module's class, once registered
+        self._baselines = []  # (name, fit, applies) in the order they are printed
 
     def __repr__(self) -> str:
         return f"<{self.name} shape>"
 
     def head_class(self):
-        """The class of this shape's head (imported here: it brings TensorFlow)."""
-        from nlp_tutorials.models import task_heads
+        """The class of this shape's head (imported when asked for: it brings TensorFlow)."""
+        raise NotImplementedError(f"the {self.name} shape names no head class")
 
-        return getattr(task_heads, self.head_name)
+    def register_server(self, module_class: type) -> type:
+        """Make ``module_class`` the module ``export-model`` serves this shape's tasks with
+        (a decorator: returns the class)."""
+        if self.server is not None and self.server.__qualname__ != module_class.__qualname__:
+            raise ValueError(f"the {self.name} shape is served by {self.server.__qualname__}; "
+                             f"{module_class.__qualname__} cannot serve it too")
+        self.server = module_class
+        return module_class
+
+    def register_baseline(self, name: str, fit: Callable, applies: Callable = None) -> None:
+        """Add the baseline ``name``, fitted by ``fit(task, train)``, to this shape's; with
+        ``applies(task)``, only for the tasks it returns True for. Baselines are printed in
+        the order they are registered."""
+        self._baselines = [entry for entry in self._baselines if entry[0] != name]
+        self._baselines.append((name, fit, applies))
+
+    def baselines(self, task) -> list[tuple[str, Callable]]:
+        """(name, fit) of each baseline registered for this shape that applies to ``task``."""
+        return [(name, fit) for name, fit, applies in self._baselines
+                if applies is None or applies(task)]
+
+    def for_model(self, arrays: dict) -> dict:
+        """The arrays of an encoding that the head reads (:attr:`model_arrays`); an array the
+        shape declares neither there nor in :attr:`decoding_arrays` is a UserError naming it."""
+        declared = (*self.model_arrays, *self.decoding_arrays)
+        for name in arrays:
+            if name not in declared:
+                raise UserError(f"array {name!r}: the {self.name} shape declares it neither in "
+                                f"model_arrays ({', '.join(self.model_arrays)}) nor in "
+                                f"decoding_arrays ({', '.join(self.decoding_arrays) or 'none'})")
+        return {name: value for name, value in arrays.items() if name in self.model_arrays}
 
     def build_head(self, task, backbone, **options):
         """This shape's head around ``backbone``; ``options`` go to its constructor
@@ -126,14 +169,17 @@ class SequenceShape(ClassShape):
 
     name = "sequence"
     described_as = "a label or score of a sentence or pair"
-    head_name = "SequenceClassifier"
     head_settings = ("pooling",)
     labels_sized = True
     # A sentence pair as MRPC's; a task of single sentences answers ("sentence",) itself.
     text_inputs = ("sentence1", "sentence2")
-    serving_module = "nlp_tutorials.serving.savedmodel:SequenceModule"
-    baselines = (("majority", "nlp_tutorials.analysis.sentence_baselines:fit_majority"),
-                 ("bag of words", "nlp_tutorials.analysis.sentence_baselines:fit_bag_of_words"))
+    model_arrays = ("input_ids", "token_type_ids", "labels")  # labels: a score for a regression
+    served = True
+
+    def head_class(self):
+        from nlp_tutorials.models.task_heads import SequenceClassifier
+
+        return SequenceClassifier
 
     def class_name(self, task, label: int) -> str:
         return task.labels[label]
@@ -155,12 +201,15 @@ class ChoiceShape(ClassShape):
 
     name = "choice"
     described_as = "multiple choice"
-    head_name = "MultipleChoice"
     text_inputs = ("context", "endings")  # each ending read after the context
-    serving_module = "nlp_tutorials.serving.savedmodel:ChoiceModule"
-    baselines = (("majority position",
-                  "nlp_tutorials.analysis.task_baselines:fit_majority_position"),
-                 ("word overlap", "nlp_tutorials.analysis.task_baselines:fit_word_overlap_choice"))
+    model_arrays = ("input_ids", "token_type_ids", "labels")  # [n, choices, max_len], [n]
+    decoding_arrays = ("choice_counts",)  # an example's endings, fewer than the row's
+    served = True
+
+    def head_class(self):
+        from nlp_tutorials.models.task_heads import MultipleChoice
+
+        return MultipleChoice
 
     def class_name(self, task, label: int) -> str:
         return f"ending {label + 1}"
@@ -175,12 +224,16 @@ class TokenShape(Shape):
 
     name = "token"
     described_as = "a tag per word"
-    head_name = "TokenClassifier"
     labels_sized = True
     text_inputs = ("sentence",)
-    serving_module = "nlp_tutorials.serving.tagging:TaggingModule"
-    baselines = (("most frequent tag",
-                  "nlp_tutorials.analysis.task_baselines:fit_most_frequent_tag"),)
+    model_arrays = ("input_ids", "token_type_ids", "tag_ids", "tag_weights")
+    decoding_arrays = ("window_example", "word_index", "word_context")
+    served = True
+
+    def head_class(self):
+        from nlp_tutorials.models.task_heads import TokenClassifier
+
+        return TokenClassifier
 
 
 class SpanShape(Shape):
@@ -188,12 +241,36 @@ class SpanShape(Shape):
 
     name = "span"
     described_as = "answer spans"
-    head_name = "SpanExtractor"
     text_inputs = ("question", "context")
-    serving_module = "nlp_tutorials.serving.spans:SpanModule"
-    baselines = (("sliding window", "nlp_tutorials.analysis.task_baselines:fit_sliding_window"),)
+    model_arrays = ("input_ids", "token_type_ids", "start_positions", "end_positions")
+    decoding_arrays = ("window_example", "token_word", "token_char_start", "token_char_end",
+                       "token_max_context")
+    served = True
+
+    def head_class(self):
+        from nlp_tutorials.models.task_heads import SpanExtractor
+
+        return SpanExtractor
 
 
 SEQUENCE, TOKEN, SPAN, CHOICE = SequenceShape(), TokenShape(), SpanShape(), ChoiceShape()
 # The package's shapes, by name (in the paper's order); messages list them.
 SHAPES = {shape.name: shape for shape in (SEQUENCE, TOKEN, SPAN, CHOICE)}
+
+
+def check_served(shapes) -> None:
+    """Fail loudly, naming it, when one of ``shapes`` says it is served and no serving module
+    registered itself for it (run when :mod:`nlp_tutorials.serving` is imported)."""
+    unserved = [shape.name for shape in shapes if shape.served and shape.server is None]
+    if unserved:
+        raise RuntimeError(f"the {unserved[0]} shape is served (served = True) but no serving "
+                           f"module registered itself for it (shape.register_server)")
+
+
+def check_baselines(shapes) -> None:
+    """Fail loudly, naming it, when one of ``shapes`` has no baseline registered (run when
+    :mod:`nlp_tutorials.analysis.task_baselines` is imported)."""
+    bare = [shape.name for shape in shapes if not shape._baselines]
+    if bare:
+        raise RuntimeError(f"the {bare[0]} shape has no baseline registered "
+                           f"(shape.register_baseline)")

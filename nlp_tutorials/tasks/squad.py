@@ -406,11 +406,6 @@ class Squad2Task(SquadTask):
     def settings(self) -> dict:
         return {**super().settings(), "null_threshold": self.null_threshold}
 
-    def baselines(self) -> list[tuple[str, str]]:
-        """The shape's, and always answering nothing (a third of v2.0's dev questions)."""
-        return [*super().baselines(),
-                ("always no answer", "nlp_tutorials.analysis.task_baselines:fit_no_answer")]
-
     def tuned(self, dev_scores: dict) -> "Squad2Task":
         """This task with the threshold that gave the best dev F1 (``best_threshold``)."""
         if "best_threshold" not in dev_scores:

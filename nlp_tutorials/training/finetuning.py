@@ -35,7 +35,7 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
 from nlp_tutorials.system.progress import ProgressDisplay
 from nlp_tutorials.system.provenance import run_provenance
-from nlp_tutorials.tasks.base import Task, counted, model_arrays, reported
+from nlp_tutorials.tasks.base import Task, counted, reported
 from nlp_tutorials.tasks.metrics import mean_std
 from nlp_tutorials.text.tokenization import WordTokenizer, load_tokenizer
 from nlp_tutorials.training import distribute
@@ -193,7 +193,7 @@ def encode_splits(task: Task, tokenizer, config: FinetuneConfig) -> tuple:
     train_examples = task.examples("train")
     if config.swap_augment:
         train_examples = task.augment(train_examples)
-    train = model_arrays(task.encode(tokenizer, train_examples, task.max_len))
+    train = task.shape.for_model(task.encode(tokenizer, train_examples, task.max_len))
     if len(train["input_ids"]) < config.batch_size:
         raise UserError(f"{len(train['input_ids'])} train examples for {task.title}, fewer than "
                         f"--batch-size {config.batch_size}; expected a smaller --batch-size")

@@ -16,7 +16,6 @@ from nlp_tutorials.cli.settings import HeadsSettings
 from nlp_tutorials.models import task_heads
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
-from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.finetuned.folders import load_finetuned
 from support import without_progress
 
@@ -29,10 +28,9 @@ def summed_gradients(head, arrays: dict) -> np.ndarray:
     layers, count = head.backbone.config.num_hidden_layers, head.backbone.config.num_attention_heads
     mask = tf.Variable(np.ones([layers, count]), dtype=tf.float32)
     total = np.zeros([layers, count])
-    model = model_arrays(arrays)
     for row in range(len(arrays["input_ids"])):
         with tf.GradientTape() as tape:
-            loss, _ = head.loss_and_metrics({**{k: v[row:row + 1] for k, v in model.items()},
+            loss, _ = head.loss_and_metrics({**{k: v[row:row + 1] for k, v in arrays.items()},
                                              "head_mask": mask})
         total += np.abs(tape.gradient(loss, mask).numpy())
     return total / np.linalg.norm(total, axis=1, keepdims=True)
@@ -44,8 +42,7 @@ def summed_gradients(head, arrays: dict) -> np.ndarray:
 def test_importance_of_sequence_regression_and_choice_heads(task_class, tmp_path):
     task = task_class(data_dir=write_files(task_class(), tmp_path))
     head, tokenizer = tiny_task_head(task)
-    arrays = task.encode(tokenizer, task.examples("dev"), MAX_LEN)
-    arrays["window_example"] = np.arange(len(arrays["input_ids"]))  # decoding only: left out
+    arrays = task.shape.for_model(task.encode(tokenizer, task.examples("dev"), MAX_LEN))
     np.testing.assert_allclose(bertology.importance(head, arrays),
                                summed_gradients(head, arrays), rtol=1e-4, atol=1e-6)
 
@@ -61,8 +58,7 @@ def tagged_arrays(rng, rows: int = 3, step: int = 12, vocab: int = 100) -> dict:
             "tag_ids": np.where(real > 0, rng.integers(0, 3, ids.shape), 0).astype(np.int32),
             "tag_weights": real * (rng.random(ids.shape) < 0.7),
             "start_positions": (lengths // 3).astype(np.int32),
-            "end_positions": (lengths // 2).astype(np.int32),
-            "window_offsets": rng.integers(0, 50, [rows, step, 2])}
+            "end_positions": (lengths // 2).astype(np.int32)}
 
 
 @pytest.mark.slow
@@ -78,12 +74,12 @@ def test_importance_of_token_and_span_heads(shape, tmp_path):
                                summed_gradients(head, arrays), rtol=1e-4, atol=1e-6)
 
 
-def test_one_by_one_trims_per_token_arrays_and_keeps_only_the_models():
+def test_one_by_one_trims_per_token_arrays():
     rng = np.random.default_rng(0)
     arrays = tagged_arrays(rng)
     head = SimpleNamespace(backbone=SimpleNamespace(config=SimpleNamespace(pad_token_id=0)))
     examples = list(bertology.one_by_one(head, arrays))
-    assert len(examples) == 3 and all("window_offsets" not in e for e in examples)
+    assert len(examples) == 3 and all(set(e) == set(arrays) for e in examples)
     for row, example in enumerate(examples):
         length = np.count_nonzero(arrays["input_ids"][row])
         for name in ("input_ids", "token_type_ids", "tag_ids", "tag_weights"):

@@ -136,8 +136,6 @@ def test_every_serving_module_answers_from_a_bfloat16_head(shape):
     """The signatures' own arithmetic (softmax, spans' decoding, tag choice) takes the bfloat16
     head's logits: same outputs, same dtypes as from float32."""
     pytest.importorskip("tensorflow_text", reason="the string signatures need tensorflow-text")
-    from nlp_tutorials.system.references import load_reference
-
     task = TASKS[shape]()
     head, tokenizer = tiny_wordpiece_head(task)
     task = task.replace(max_len=head.backbone.config.max_position_embeddings)  # as loading fits it
@@ -146,7 +144,7 @@ def test_every_serving_module_answers_from_a_bfloat16_head(shape):
                         tf.constant(["the film was dull and long"])],
                "choice": [tf.constant(["the man opened the door"]),
                           tf.constant([["and walked in", "then slept"]])]}[shape]
-    serving_module = load_reference(task.shape.serving_module)
+    serving_module = task.shape.server  # registered when nlp_tutorials.serving is imported
     answers = [serving_module(model, tokenizer, task).serving_default(*request)
                for model in (head, in_precision(head, "bfloat16"))]
     assert sorted(answers[0]) == sorted(answers[1])

@@ -139,8 +139,8 @@ def test_a_shape_without_a_serving_module_is_refused_in_one_line(tmp_path, monke
     task = Unserved()
     head, tokenizer = tiny_wordpiece_head(task)
     save_model(head, tokenizer, task, tmp_path / "model")
-    class UnservedShape(SequenceShape):  # a shape no serving module takes
-        name, serving_module = "unserved", ""
+    class UnservedShape(SequenceShape):  # a shape no serving module registered for
+        name = "unserved"
 
     monkeypatch.setattr(Unserved, "shape", UnservedShape())
     with pytest.raises(UserError) as error:

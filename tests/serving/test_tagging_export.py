@@ -14,7 +14,7 @@ from fake_tasks import save_model, tiny_wordpiece_head
 from fresh_process import load_elsewhere
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks.base import Task
-from nlp_tutorials.tasks.shapes import softmax
+from nlp_tutorials.tasks.shapes import TOKEN, softmax
 from nlp_tutorials.tasks.conll import ConllTask
 from nlp_tutorials.finetuned.folders import load_finetuned
 from nlp_tutorials.finetuned.inference import head_outputs
@@ -131,15 +131,38 @@ def test_the_window_predict_picks_decides_some_tags(tagger):
     assert naive != want and len(naive) == len(want)
 
 
-def test_a_token_task_that_is_not_conll_is_refused(tagger):
+class SlashTags(Task):
+    """A second token task, no kin of ConllTask: ``word/TAG`` a word, encoded as CoNLL-2003
+    is (windows half a window apart at most), which it declares."""
+
+    name, title, shape, labels = "slash_tags", "Slash tags", TOKEN, LABELS
+    tags_first_pieces = True
+
+    def window_step(self, max_len: int) -> int:
+        return max(1, min(self.stride, (max_len - 2) // 2))
+
+
+def test_a_token_task_that_declares_conll_s_layout_is_served_as_conll_is(tagger):
     from nlp_tutorials.serving.tagging import TaggingModule
 
-    class OtherTagging(Task):
-        name, title, shape, labels = "other_tags", "Other tags", "token", LABELS
+    head, tokenizer = tagger
+    sentences = tf.constant(SENTENCES + BLANK)
+    got = served(TaggingModule(head, tokenizer, SlashTags(max_len=10, stride=3))
+                 .serving_default(sentences))
+    want = served(TaggingModule(head, tokenizer, conll_task(10, 3)).serving_default(sentences))
+    assert [(words, tags) for words, tags, _ in got] == [(w, t) for w, t, _ in want]
+    assert len(got[SENTENCES.index(LONG)][0]) == len(LONG.split())  # in several windows
+
+
+def test_a_token_task_that_does_not_declare_conll_s_layout_is_refused(tagger):
+    from nlp_tutorials.serving.tagging import TaggingModule
+
+    class OtherTagging(SlashTags):
+        name, title, tags_first_pieces = "other_tags", "Other tags", False
 
     head, tokenizer = tagger
-    with pytest.raises(UserError, match=r"^Other tags: a token task that does not encode as "
-                                        r"CoNLL-2003; export-model lays out"):
+    with pytest.raises(UserError, match=r"^Other tags: a token task that does not declare "
+                                        r"tags_first_pieces; export-model lays out"):
         TaggingModule(head, tokenizer, OtherTagging())
 
 

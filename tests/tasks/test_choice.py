@@ -288,13 +288,12 @@ def tiny_bert_head(task):
 
 def test_a_tiny_bert_scores_the_fixture_through_the_choice_head():
     from nlp_tutorials.models.task_heads import MultipleChoice
-    from nlp_tutorials.tasks.base import model_arrays
 
     task = CommonsenseQaTask(data_dir=CSQA)
     examples = task.examples("train")
     head, tokenizer = tiny_bert_head(task)
     assert isinstance(head, MultipleChoice)
-    batch = model_arrays(task.encode(tokenizer, examples, 32))
+    batch = task.shape.for_model(task.encode(tokenizer, examples, 32))
     assert sorted(batch) == ["input_ids", "labels", "token_type_ids"]
     outputs = head(batch).numpy()
     assert outputs.shape == (8, 5)
@@ -311,11 +310,10 @@ def test_a_few_steps_of_the_choice_head_lower_its_loss():
     [UNK] and could learn nothing there: it learns from examples in its own words."""
     import keras
 
-    from nlp_tutorials.tasks.base import model_arrays
 
     task = SwagTask()
     head, tokenizer = tiny_bert_head(task)
-    batch = model_arrays(task.encode(tokenizer, in_tiny_vocabulary(8), 16))
+    batch = task.shape.for_model(task.encode(tokenizer, in_tiny_vocabulary(8), 16))
     head.compile(optimizer=keras.optimizers.Adam(1e-2))
     losses = [float(head.step(batch, training=False)["loss"])]
     for _ in range(6):

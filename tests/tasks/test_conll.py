@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.tasks.conll import ConllTask, Sentence, read_conll
 from nlp_tutorials.tasks.entities import to_iob2
 from nlp_tutorials.text.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer
@@ -275,13 +274,13 @@ def test_a_tiny_bert_tags_windows_back_into_words_and_learns():
                 Sentence(("w9-w10", "w11"), ("B-LOC", "O"), 50)]
     arrays = task.encode(tokenizer, examples, 16)
     assert arrays["window_example"].tolist().count(1) > 1  # the long sentence is in windows
-    logits = np.asarray(head(model_arrays(arrays)))
+    logits = np.asarray(head(task.shape.for_model(arrays)))
     assert logits.shape == (len(arrays["input_ids"]), 16, 5)
     predicted = task.predictions(logits, arrays, examples)
     assert [len(tags) for tags in predicted] == [3, 41, 2]
     assert all(tag in task.labels for tags in predicted for tag in tags)
     head.compile(optimizer=keras.optimizers.Adam(1e-2))
-    batch = model_arrays(arrays)
+    batch = task.shape.for_model(arrays)
     before = float(head.step(batch, training=False)["loss"])
     for _ in range(3):
         head.step(batch)

@@ -1,10 +1,12 @@
 """A fifth shape, made up in this file alone: one number per token.
 
-Its shape names its head (a token regressor defined here), its serving module (defined here)
-and its baselines (none); its task reads ``words<TAB>numbers`` lines. Nothing in the package
+Its shape names its head (a token regressor defined here) and the arrays the head reads, one
+of a name no other shape uses (``numbers``); its serving module (defined here) registers itself
+for it; it has no baselines. Its task reads ``words<TAB>numbers`` lines. Nothing in the package
 is edited: fine-tuning, ``evaluate`` and ``export-model`` run it as they run the four shapes.
 """
 import json
+from types import SimpleNamespace
 
 import keras
 import numpy as np
@@ -25,7 +27,7 @@ TINY_BERT = REPOSITORY / "tests" / "fixtures" / "bert_tiny_hf"  # vocabulary: w5
 @keras.saving.register_keras_serializable(package="tests_new_shape")
 class TokenRegressor(TokenClassifier):
     """A number per token: the token classifier's one output read as the number, trained by
-    squared error on the tokens ``tag_weights`` marks."""
+    squared error against ``numbers`` on the tokens ``tag_weights`` marks."""
 
     def __init__(self, backbone, num_labels: int = 1, dropout=None, **kwargs):
         super().__init__(backbone, num_labels=1, dropout=dropout, **kwargs)
@@ -33,11 +35,25 @@ class TokenRegressor(TokenClassifier):
     def loss_and_metrics(self, batch, training=False):
         numbers = self(batch, training=training)[..., 0]  # [batch, step]
         weights = tf.cast(batch["tag_weights"], numbers.dtype)
-        error = tf.square(numbers - tf.cast(batch["labels"], numbers.dtype)) * weights
+        error = tf.square(numbers - tf.cast(batch["numbers"], numbers.dtype)) * weights
         loss = tf.reduce_sum(error) / tf.maximum(tf.reduce_sum(weights), 1.0)
         return loss, {"loss": loss}
 
 
+class NumberPerToken(Shape):
+    name = "number per token"
+    text_inputs = ("sentence",)
+    model_arrays = ("input_ids", "token_type_ids", "numbers", "tag_weights")
+    served = True
+
+    def head_class(self):
+        return TokenRegressor
+
+
+NUMBER_PER_TOKEN = NumberPerToken()
+
+
+@NUMBER_PER_TOKEN.register_server
 class NumberModule(SequenceModule):
     """The shape's serving module: its SavedModel answers ``numbers`` float32 [batch, step]."""
 
@@ -47,19 +63,10 @@ class NumberModule(SequenceModule):
         return {"numbers": tf.cast(logits, tf.float32)[..., 0]}
 
 
-class NumberPerToken(Shape):
-    name = "number per token"
-    text_inputs = ("sentence",)
-    serving_module = f"{__name__}:NumberModule"
-
-    def head_class(self):
-        return TokenRegressor
-
-
 class Numbers(Task):
     """``w12 w40 w7<TAB>1 1 0``: each word's number (here: 1 where the word's index is even)."""
 
-    name, title, shape, labels = "numbers", "Numbers", NumberPerToken(), ("number",)
+    name, title, shape, labels = "numbers", "Numbers", NUMBER_PER_TOKEN, ("number",)
     file_names = {"train": ("train.tsv",), "dev": ("dev.tsv",)}
     recipe = {"epochs": 2, "batch_size": 8, "learning_rate": 1e-3}
     metrics = (("agreement", "agreement"),)  # tokens whose rounded number is right
@@ -89,7 +96,7 @@ class Numbers(Task):
                                          *tokenizer.convert_tokens_to_ids(words),
                                          tokenizer.sep_id]
             numbers[row, 1:len(words) + 1], weights[row, 1:len(words) + 1] = targets, 1.0
-        return {"input_ids": ids, "token_type_ids": np.zeros_like(ids), "labels": numbers,
+        return {"input_ids": ids, "token_type_ids": np.zeros_like(ids), "numbers": numbers,
                 "tag_weights": weights.astype(np.float32)}
 
     def predictions(self, outputs, encoded, examples):
@@ -120,6 +127,49 @@ def write_split(path, rows: int, seed: int):
         lines.append(" ".join(f"w{i}" for i in indices) + "\t"
                      + " ".join(str(int(i % 2 == 0)) for i in indices))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def train_arrays(task_class, tmp_path):
+    """(task, fine-tuning's train arrays of it) on 8 written examples, batches of 4."""
+    from nlp_tutorials.text.tokenization import load_tokenizer
+    from nlp_tutorials.training.finetuning import encode_splits
+
+    write_split(tmp_path / "train.tsv", 8, seed=0)
+    write_split(tmp_path / "dev.tsv", 4, seed=1)
+    task = task_class(data_dir=tmp_path, max_len=12)
+    settings = SimpleNamespace(swap_augment=False, batch_size=4)
+    train, _, _ = encode_splits(task, load_tokenizer(TINY_BERT), settings)
+    return task, train
+
+
+def test_an_array_of_a_new_name_reaches_the_model_when_its_shape_declares_it(tmp_path):
+    from nlp_tutorials.bert import BERT
+
+    task, train = train_arrays(Numbers, tmp_path)
+    assert sorted(train) == sorted(NUMBER_PER_TOKEN.model_arrays)
+    words, targets = task.examples("train")[0]
+    assert train["numbers"][0, 1:len(words) + 1].tolist() == targets
+    head = TokenRegressor(BERT.from_pretrained(TINY_BERT, printer=None), dropout=0.0)
+    loss, _ = head.loss_and_metrics(train)
+    # The loss worked out here: squared error against the numbers on the marked tokens.
+    numbers = np.asarray(head(train))[..., 0]
+    weights = train["tag_weights"]
+    expected = ((numbers - train["numbers"]) ** 2 * weights).sum() / weights.sum()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_an_array_its_shape_does_not_declare_is_a_one_line_error(tmp_path):
+    class Undeclared(NumberPerToken):  # forgets the new array
+        model_arrays = ("input_ids", "token_type_ids", "tag_weights")
+
+    class Forgetful(Numbers):
+        shape = Undeclared()
+
+    with pytest.raises(UserError) as error:
+        train_arrays(Forgetful, tmp_path)
+    assert str(error.value) == ("array 'numbers': the number per token shape declares it "
+                                "neither in model_arrays (input_ids, token_type_ids, "
+                                "tag_weights) nor in decoding_arrays (none)")
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """What differs by task shape is asked of the shape (nlp_tutorials.tasks.shapes), never decided
 by comparing its name elsewhere; and each shape answers as the tasks of the paper need."""
 import ast
+import re
 from pathlib import Path
 
 import numpy as np
@@ -92,10 +93,51 @@ def test_the_explorer_shows_the_chosen_ending_and_a_windowed_example_s_first_win
     assert SEQUENCE.shown_rows({"input_ids": np.zeros((2, 4))}, None) == [(0, None), (1, None)]
 
 
-def test_each_shape_names_a_serving_module_and_baselines_that_exist():
-    from nlp_tutorials.system.references import load_reference
+def test_each_shape_has_its_head_serving_module_and_baselines_registered():
+    import nlp_tutorials.serving  # noqa: F401 (registers the serving modules)
+    from nlp_tutorials.analysis.task_baselines import baselines_for
+    from nlp_tutorials.models import task_heads
+    from nlp_tutorials.serving.savedmodel import ChoiceModule, SequenceModule
+    from nlp_tutorials.serving.spans import SpanModule
+    from nlp_tutorials.serving.tagging import TaggingModule
 
+    servers = {SEQUENCE: SequenceModule, CHOICE: ChoiceModule, TOKEN: TaggingModule,
+               SPAN: SpanModule}
+    heads = {SEQUENCE: task_heads.SequenceClassifier, CHOICE: task_heads.MultipleChoice,
+             TOKEN: task_heads.TokenClassifier, SPAN: task_heads.SpanExtractor}
     for shape in SHAPES.values():
-        assert isinstance(load_reference(shape.serving_module), type), shape
-        assert all(callable(load_reference(fit)) for _, fit in shape.baselines), shape
-        assert shape.head_class().__name__ == shape.head_name
+        assert shape.served and shape.server is servers[shape], shape
+        assert shape.head_class() is heads[shape], shape
+    # Each task's baselines, as `python -m nlp_tutorials.baseline` prints them.
+    expected = {"mrpc": ["majority", "word overlap", "bag of words"],
+                "rte": ["majority", "bag of words"], "stsb": ["train mean", "ridge"],
+                "conll2003": ["most frequent tag"], "squad": ["sliding window"],
+                "squad2": ["sliding window", "always no answer"],
+                "swag": ["majority position", "word overlap"]}
+    for name, baselines in expected.items():
+        assert [found for found, fit in baselines_for(TASKS[name]())] == baselines, name
+
+
+def test_a_served_shape_without_a_serving_module_or_baselines_fails_loudly():
+    from nlp_tutorials.tasks.shapes import SequenceShape, check_baselines, check_served
+
+    class Unregistered(SequenceShape):
+        name = "unregistered"
+
+    with pytest.raises(RuntimeError, match=r"^the unregistered shape is served \(served = "
+                                           r"True\) but no serving module registered itself"):
+        check_served([SEQUENCE, Unregistered()])
+    with pytest.raises(RuntimeError, match="^the unregistered shape has no baseline"):
+        check_baselines([Unregistered()])
+    Unregistered.served = False
+    check_served([Unregistered()])  # not served: export-model refuses it in one line
+
+
+def test_no_module_names_a_part_by_a_module_attribute_string():
+    """Parts are registered or imported, never named as "package.module:attribute"."""
+    found = [f"{path.relative_to(PACKAGE)}: {node.value}"
+             for path in sorted(PACKAGE.rglob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and re.fullmatch(r"nlp_tutorials(\.\w+)+:\w+", node.value)]
+    assert not found, "\n".join(found)

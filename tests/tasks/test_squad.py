@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.tasks.base import model_arrays
 from nlp_tutorials.tasks.squad import (Squad2Task, SquadTask, answer_pieces, context_pieces,
                                        max_context_windows)
 from nlp_tutorials.tasks.squad_files import Answer, Question, squad_version
@@ -293,7 +292,8 @@ def test_a_tiny_real_bert_decodes_answers_found_in_their_contexts():
     questions = task.read_file(V2)
     arrays = task.encode(load_tokenizer(folder), questions, 48)
     assert len(arrays["window_example"]) > 2 * len(questions)
-    outputs = {name: np.asarray(value) for name, value in head(model_arrays(arrays)).items()}
+    outputs = {name: np.asarray(value)
+               for name, value in head(task.shape.for_model(arrays)).items()}
     assert outputs["start_logits"].shape == arrays["input_ids"].shape
     predictions = task.predictions(outputs, arrays, questions)
     assert len(predictions) == len(questions)

@@ -236,9 +236,9 @@ def test_export_model_refuses_a_token_task_not_encoded_as_conll_in_one_line(tmp_
     save_head(task.build_head(tiny_bert(tokenizer)), tmp_path)
     tokenizer.save(tmp_path)
     save_task(tmp_path, task)
-    with pytest.raises(UserError, match="^TOY: a token task that does not encode as "
-                                        "CoNLL-2003; export-model lays out each word's tag on "
-                                        "its first word piece"):
+    with pytest.raises(UserError, match="^TOY: a token task that does not declare "
+                                        "tags_first_pieces; export-model lays out each word's "
+                                        "tag on its first word piece"):
         export_model(tmp_path, tmp_path / "served")
 
 

@@ -255,14 +255,13 @@ def test_the_epochs_train_loss_is_the_mean_over_its_steps():
     import tensorflow as tf
 
     from fake_tasks import SENTENCES, Sentence, SentenceTask, tiny_wordpiece_head
-    from nlp_tutorials.tasks.base import model_arrays
     from nlp_tutorials.finetuned.batching import batches
     from nlp_tutorials.training.finetuning import train_epochs
 
     task = SentenceTask()
     head, tokenizer = tiny_wordpiece_head(task)
     examples = [Sentence(text, task.labels[i % 3]) for i, text in enumerate(SENTENCES)]
-    arrays = model_arrays(task.encode(tokenizer, examples, 16))
+    arrays = task.shape.for_model(task.encode(tokenizer, examples, 16))
     head.compile(optimizer=keras.optimizers.SGD(0.0))
     reported = []
     train_epochs(head, arrays, 2, 2, np.random.default_rng(5), tf.distribute.get_strategy(),
@@ -293,7 +292,6 @@ def test_training_shows_its_progress_within_each_epoch():
 
     from fake_tasks import SENTENCES, Sentence, SentenceTask, tiny_wordpiece_head
     from nlp_tutorials.system.progress import ProgressDisplay
-    from nlp_tutorials.tasks.base import model_arrays
     from nlp_tutorials.training.finetuning import train_epochs
 
     task = SentenceTask()
@@ -303,7 +301,7 @@ def test_training_shows_its_progress_within_each_epoch():
     printed, seconds = [], itertools.count(0, 31)
     display = ProgressDisplay(printed.append, "seed 1", interactive=False,
                               clock=lambda: next(seconds))
-    train_epochs(head, model_arrays(task.encode(tokenizer, examples, 16)), 2, 2,
+    train_epochs(head, task.shape.for_model(task.encode(tokenizer, examples, 16)), 2, 2,
                  np.random.default_rng(5), tf.distribute.get_strategy(),
                  lambda epoch, metrics: printed.append(f"epoch {epoch} over"), display)
     assert [line.split(" - ")[0] for line in printed] == [
