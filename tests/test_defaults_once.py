@@ -40,10 +40,7 @@ DIFFERENT_SETTINGS = {
 # flag (and so unable to import from them): each is to be shared through a module both can
 # import, as system/model_files.py shares the model folder's file names.
 RESTATED_BELOW = {
-    ("version", 1): "serving/savedmodel.py, serving/onnx_export.py",
-    ("precision", "float32"): "serving/savedmodel.py",
     ("nsp_mode", "random"): "sources/mrpc.py",
-    ("pooling", "cls"): "models/task_heads.py",
 }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as CORPUS_MAX_LEN
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import require_folder
+from nlp_tutorials.system.model_files import SERVED_PRECISIONS, SERVED_VERSION
 from nlp_tutorials.system.settings import (
     Settings,
     flag_of,
@@ -226,7 +227,7 @@ class ExportModelSettings(Settings):
 
     model_dir: str = setting(FINETUNED_DIR, "fine-tuned model from `finetune`")
     output: str = setting(help="model base folder; the model goes into OUTPUT/VERSION")
-    version: int = setting(1, "version folder to write", kind=positive_int)
+    version: int = setting(SERVED_VERSION, "version folder to write", kind=positive_int)
     overwrite: bool = setting(False, "replace an existing version folder")
     ids_only: bool = setting(False, "export predict_ids only, without tensorflow-text's ops "
                                     "(for servers without them, e.g. the stock "
@@ -238,11 +239,10 @@ class ExportModelSettings(Settings):
     xla: bool = setting(False, "compile the model's call with XLA, inputs padded to a multiple "
                                "of 32 positions: faster answers after one compile (seconds) "
                                "per new input shape; sequence and multiple-choice models")
-    # serving.precision.PRECISIONS, written out: importing the serving package starts TensorFlow
-    precision: str = setting("float32", "the weights' and products' precision; bfloat16 halves "
+    precision: str = setting(SERVED_PRECISIONS[0], "the weights' and products' precision; bfloat16 halves "
                                         "the model and pays on CPUs with AVX512_BF16 or AMX "
                                         "(slower on others)",
-                             choices=("float32", "bfloat16"))
+                             choices=SERVED_PRECISIONS)
 
     def check(self, given: frozenset = frozenset()) -> None:
         """An ONNX model always takes ids, is float32, and XLA compiles TensorFlow's graphs

@@ -19,6 +19,10 @@ from nlp_tutorials.system.values import (
     shown,
 )
 
+# How a sentence classifier reads the backbone (models.task_heads.SequenceClassifier's
+# pooling, finetune --pooling); the first is the default.
+POOLINGS = ("cls", "mean")
+
 
 CONFIG_NAME = "config.json"
 

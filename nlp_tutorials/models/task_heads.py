@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.speed.kernels import Dropout
+from nlp_tutorials.models.config import POOLINGS
 from nlp_tutorials.models.losses import global_sum, sparse_cross_entropy
 from nlp_tutorials.models.masks import MASK_VALUE
 from nlp_tutorials.models.trainable import TrainableModel
@@ -120,13 +121,11 @@ class SequenceClassifier(Head):
     ``labels`` [batch]: int class ids, or float targets when ``num_labels=1``.
     """
 
-    POOLINGS = ("cls", "mean")
-
-    def __init__(self, backbone, num_labels: int = 2, dropout=None, pooling: str = "cls",
+    def __init__(self, backbone, num_labels: int = 2, dropout=None, pooling: str = POOLINGS[0],
                  **kwargs):
         super().__init__(backbone, **kwargs)
-        if pooling not in self.POOLINGS:
-            raise ValueError(f"pooling={pooling!r}: expected one of {self.POOLINGS}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling={pooling!r}: expected one of {POOLINGS}")
         self.num_labels = num_labels
         self.pooling = pooling
         self.dropout_rate = default_dropout(backbone, dropout)

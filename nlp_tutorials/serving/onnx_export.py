@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.model_files import SERVED_VERSION
 
 OPSET = 17  # ONNX Runtime 1.14 and later run it
 MODEL_FILE = "model.onnx"
@@ -186,7 +187,7 @@ def convert(module, task, vocab_size: int, fused: bool = True):
     return model_bytes, difference
 
 
-def export_onnx(model_dir, output, version: int = 1, overwrite: bool = False,
+def export_onnx(model_dir, output, version: int = SERVED_VERSION, overwrite: bool = False,
                 printer=print, fused: bool = True) -> Path:
     """Write the fine-tuned model in ``model_dir`` as ``output/<version>/model.onnx`` with its
     tokenizer beside it, atomically (the old version folder stays whole until the new one is

@@ -10,7 +10,8 @@ float32.
 """
 from pathlib import Path
 
-PRECISIONS = ("float32", "bfloat16")
+from nlp_tutorials.system.model_files import SERVED_PRECISIONS as PRECISIONS
+
 # /proc/cpuinfo's names for the instructions that multiply bfloat16 in hardware.
 BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
 

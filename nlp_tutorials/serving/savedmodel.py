@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from nlp_tutorials.speed.compiled import compiled_in_buckets
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.model_files import SERVED_PRECISIONS, SERVED_VERSION
 from nlp_tutorials.tasks.shapes import CHOICE, SEQUENCE, SHAPES
 from nlp_tutorials.text.tokenization import CONTINUATION, MAX_WORD_CHARS, UNK, WordPieceTokenizer
 
@@ -308,7 +309,7 @@ WORD_LEVEL_NOTE = ("note: word-level tokenizer: exported predict_ids only (its n
 
 
 def serving_module(model_dir, strings: bool = True, xla: bool = False,
-                   precision: str = "float32"):
+                   precision: str = SERVED_PRECISIONS[0]):
     """(serving module, task, tokenizer) of the fine-tuned model in ``model_dir``; a shape
     without a serving module is one line. ``strings``: with the graph tokenizer's signatures;
     ``xla``: the head compiled by XLA (sequence and multiple-choice models); ``precision``:
@@ -334,9 +335,9 @@ def serving_module(model_dir, strings: bool = True, xla: bool = False,
     return task.shape.server(head, tokenizer, task, **options), task, tokenizer
 
 
-def export_model(model_dir, output, version: int = 1, overwrite: bool = False,
+def export_model(model_dir, output, version: int = SERVED_VERSION, overwrite: bool = False,
                  ids_only: bool = False, printer=print, xla: bool = False,
-                 precision: str = "float32") -> Path:
+                 precision: str = SERVED_PRECISIONS[0]) -> Path:
     """Write the fine-tuned model in ``model_dir`` as a SavedModel in ``output/<version>``
     (TensorFlow Serving's layout); with ``ids_only``, the ``predict_ids`` signature only, so
     the model holds no tensorflow-text op and loads in any TensorFlow runtime; with ``xla``

@@ -8,3 +8,5 @@ reads each file uses the same name.
 CHECKPOINT_DIR = "checkpoints"  # pre-training's checkpoints
 WEIGHTS_NAME = "model.weights.h5"  # the date Transformer's weights
 MODEL_FILE = "model.keras"  # a fine-tuned model
+SERVED_VERSION = 1  # export-model's version folder, OUTPUT/1, unless told
+SERVED_PRECISIONS = ("float32", "bfloat16")  # export-model --precision; the first by default

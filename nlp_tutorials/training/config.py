@@ -8,7 +8,7 @@ run whenever a config is made, from flags or in Python. No TensorFlow (nor argpa
 import dataclasses
 from pathlib import Path
 
-from nlp_tutorials.models.config import ModelConfig
+from nlp_tutorials.models.config import POOLINGS, ModelConfig
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import require_folder
 from nlp_tutorials.system.settings import (
@@ -305,10 +305,10 @@ class FinetuneConfig(Settings):
                                    default_help=DEV_SIZE_HELP)
     swap_augment: bool = setting(True, "MRPC: do not add each train pair in the other sentence "
                                        "order", spelling="--no-swap")
-    pooling: str = setting("cls", "what a sentence classifier reads: 'cls' (BERT's pooled "
+    pooling: str = setting(POOLINGS[0], "what a sentence classifier reads: 'cls' (BERT's pooled "
                                   "[CLS] vector) or 'mean' (the average of the final token "
                                   "vectors, as sentence-embedding models such as "
-                                  "all-MiniLM-L6-v2 were trained)", choices=("cls", "mean"))
+                                  "all-MiniLM-L6-v2 were trained)", choices=POOLINGS)
     # No flags: BERT's, set by a recipe search (--search-space) or from Python.
     warmup_fraction: float = checked(WARMUP_FRACTION, kind=probability)
     weight_decay: float = checked(WEIGHT_DECAY, kind=non_negative_float)
