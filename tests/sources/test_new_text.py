@@ -6,7 +6,7 @@ import pytest
 
 from nlp_tutorials.sources.mrpc import MrpcPretrainingData
 from nlp_tutorials.sources.source import PretrainingText, TextSettings, build_tokenizer
-from nlp_tutorials.tasks.mrpc import Pair
+from nlp_tutorials.tasks.glue import TextExample
 
 SENTENCES = [
     "the zebra crossed the river at dawn .",
@@ -26,12 +26,12 @@ class SentencesText(PretrainingText):
     """A few sentences held in memory, each paired with the one after it."""
 
     def __init__(self, sentences):
-        self.pairs = [Pair(0, str(i), str(i + 1), first, second)
-                      for i, (first, second) in enumerate(zip(sentences, sentences[1:]))]
+        self.pairs = [TextExample(first, second, "0")
+                      for first, second in zip(sentences, sentences[1:])]
 
     def new_tokenizer(self, settings: TextSettings):
         tokenizer = build_tokenizer(settings.tokenizer, settings.vocab_size,
-                                    [s for p in self.pairs for s in (p.s1, p.s2)])
+                                    [s for p in self.pairs for s in (p.text, p.pair)])
         return tokenizer, dataclasses.replace(
             settings, max_len=settings.max_len or self.default_max_len(tokenizer))
 
