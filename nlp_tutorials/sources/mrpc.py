@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 
 from nlp_tutorials.sources.source import (
+    HELD_OUT_SEED_OFFSET,
     PretrainingText,
     TextSettings,
     build_tokenizer,
@@ -176,13 +177,38 @@ class MrpcPretrainingData:
                                self.tokenizer.pad_id, length_multiple)
 
 
-class MrpcText(PretrainingText):
-    """MRPC's train pairs (``train_pairs``, read once by the caller: ``tasks/`` sits above this
-    folder): the tokenizer's text, the default max_len (the longest pair), and the
-    pre-training pairs."""
+class HeldOutPairs:
+    """Sentence pairs held out of a run's train pairs, on which it is scored (``described``
+    names them: MRPC's test split for an MRPC run): packed as in training (the same vocabulary,
+    words it never saw [UNK]; the same max_len, longer pairs truncated longest-first) and
+    masked once; the baseline's masks are the train pairs' first epoch."""
 
-    def __init__(self, train_pairs):
-        self.train_pairs = train_pairs
+    def __init__(self, tokenizer, settings: TextSettings, train_pairs, test_pairs,
+                 described: str):
+        self.tokenizer, self.settings = tokenizer, settings
+        self.train_pairs, self.test_pairs = train_pairs, test_pairs
+        self.described = described
+
+    def batches(self, batch_size: int, masked: bool = True) -> list[dict]:
+        test = MrpcPretrainingData(self.tokenizer, self.test_pairs, max_len=self.settings.max_len,
+                                   nsp_mode=self.settings.nsp_mode,
+                                   seed=self.settings.seed + HELD_OUT_SEED_OFFSET)
+        return list(test.dataset(batch_size, masked=masked, repeat=False))
+
+    def train_masked_ids(self, batch_size: int) -> np.ndarray:
+        train = MrpcPretrainingData(self.tokenizer, self.train_pairs,
+                                    max_len=self.settings.max_len, seed=self.settings.seed).epoch(0)
+        return train["mlm_ids"][train["mlm_weights"] > 0]
+
+
+class MrpcText(PretrainingText):
+    """MRPC's train pairs, and its test pairs to score the run on (both read once by the
+    caller: ``tasks/`` sits above this folder): the tokenizer's text, the default max_len (the
+    longest train pair), the pre-training pairs, and the held-out text
+    (:class:`HeldOutPairs`)."""
+
+    def __init__(self, train_pairs, test_pairs):
+        self.train_pairs, self.test_pairs = train_pairs, test_pairs
 
     def new_tokenizer(self, settings: TextSettings):
         """A tokenizer whose vocabulary comes from the TRAIN split only, so test words stay
@@ -203,3 +229,7 @@ class MrpcText(PretrainingText):
         return MrpcPretrainingData(tokenizer, self.train_pairs, max_len=settings.max_len,
                                    nsp_mode=settings.nsp_mode, seed=settings.seed,
                                    whole_word_mask=settings.whole_word_mask)
+
+    def held_out(self, settings: TextSettings, tokenizer) -> HeldOutPairs:
+        return HeldOutPairs(tokenizer, settings, self.train_pairs, self.test_pairs,
+                            "MRPC's test split")
