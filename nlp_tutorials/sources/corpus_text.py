@@ -25,10 +25,11 @@ BASELINE_BATCHES = 100
 
 
 class CorpusHeldOut:
-    """The corpus' held-out documents (:func:`held_out_document`), on which a corpus run is
-    scored (:func:`~nlp_tutorials.sources.corpus.held_out_document`): paired and masked as
-    training pairs its own (one fixed masking), never trained on. The baseline's masks are those of the training part's first :data:`BASELINE_BATCHES`
-    batches, so that it costs the same whatever the corpus size."""
+    """The corpus' held-out documents
+    (:func:`~nlp_tutorials.sources.corpus.held_out_document`), on which a corpus run is scored:
+    paired and masked as training pairs its own (one fixed masking), never trained on. The
+    baseline's masks are those of the training part's first :data:`BASELINE_BATCHES` batches,
+    so that it costs the same whatever the corpus size."""
 
     described = (f"the corpus' held-out documents (one in {HELD_OUT_EVERY}, chosen by a "
                  f"checksum of their text)")

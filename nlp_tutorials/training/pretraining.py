@@ -10,8 +10,8 @@ MRPC's pairs, a corpus or shards), builds the model and its optimizer
 which runs the model's compiled ``step()``, reports to
 :class:`~nlp_tutorials.system.progress.Progress` and saves checkpoints. It hands back the trained
 model, which :func:`~nlp_tutorials.training.pretraining_evaluation.score_on_test` has scored on
-the text's held-out part (MRPC's test split, or a corpus' held-out documents). The optimizer and schedule are in
-:mod:`nlp_tutorials.training.optimization`, checkpoints in
+the text's held-out part (MRPC's test split, or a corpus' held-out documents). The optimizer
+and schedule are in :mod:`nlp_tutorials.training.optimization`, checkpoints in
 :mod:`nlp_tutorials.training.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
