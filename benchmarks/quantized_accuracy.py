@@ -77,7 +77,7 @@ def main(argv=None):
     head, tokenizer, task = load_finetuned(args.model_dir)
     pairs = load_mrpc("test")
     arrays = task.encode(tokenizer, pairs, task.max_len)
-    labels = np.array([pair.label for pair in pairs])
+    labels = task.label_array(pairs)
     want = class_probabilities(head, arrays)[:, 1]
     print(f"predict (TensorFlow): {scores(want, labels)}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -35,8 +35,7 @@ def main():
 
     from nlp_tutorials.training.config import TrainConfig
     from nlp_tutorials.sources.mrpc import MrpcPretrainingData
-    from nlp_tutorials.tasks.mrpc import load_mrpc
-    from nlp_tutorials.text.packing import longest_pair_length
+    from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc
     from nlp_tutorials.text.tokenization import WordTokenizer
     from nlp_tutorials.training.checkpoints import build_model
     from nlp_tutorials.text.packing import trim_padding
@@ -44,8 +43,8 @@ def main():
 
     config = TrainConfig()
     pairs = load_mrpc("train")
-    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.s1, p.s2)])
-    max_len = longest_pair_length(tokenizer, pairs)
+    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.text, p.pair)])
+    max_len = MrpcTask().longest(tokenizer, pairs)
     with strategy.scope():
         model = build_model(config.model_config(tokenizer.vocab_size, max_len), config.seed)
         model.compile(optimizer=make_optimizer(config.learning_rate, 1000))

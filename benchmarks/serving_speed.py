@@ -174,9 +174,9 @@ def pair_batches(args):
     from nlp_tutorials.tasks.mrpc import load_mrpc
 
     pairs = load_mrpc("test")
-    batches = [([p.s1 for p in chunk], [p.s2 for p in chunk])
+    batches = [([p.text for p in chunk], [p.pair for p in chunk])
                for chunk in (pairs[i * BATCH:(i + 1) * BATCH] for i in range(args.batches))]
-    singles = [([p.s1], [p.s2]) for p in pairs[-args.singles:]]
+    singles = [([p.text], [p.pair]) for p in pairs[-args.singles:]]
     return batches, singles
 
 
@@ -185,14 +185,15 @@ def our_answerer(system: str, job: dict, threads: int):
     the padded step of a batch, for one of the package's systems."""
     import numpy as np
 
-    from nlp_tutorials.tasks.mrpc import Pair
-    from nlp_tutorials.text.packing import encode_pairs
+    from nlp_tutorials.tasks.glue import TextExample
+    from nlp_tutorials.tasks.mrpc import MrpcTask
     from nlp_tutorials.text.tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(job["model_dir"])
 
     def encoded(s1, s2):  # predict's layout at MRPC's 128 tokens, padded to the longest pair
-        arrays = encode_pairs(tokenizer, [Pair(0, "", "", a, b) for a, b in zip(s1, s2)], 128)
+        pairs = [TextExample(a, b, "0") for a, b in zip(s1, s2)]
+        arrays = MrpcTask().encode(tokenizer, pairs, 128)
         step = int((arrays["input_ids"] != tokenizer.pad_id).sum(axis=1).max())
         ids = arrays["input_ids"][:, :step].astype(np.int32)
         return {"input_ids": ids,

@@ -120,7 +120,7 @@ def bench_config(name, c, steps, warmup, jit):
 def pipeline_rate(batch_size=16, batches=200):
     """Batches/s of the real MRPC pre-training pipeline (masking included), alone."""
     train = load_mrpc("train")
-    tokenizer = WordTokenizer.build([s for p in train for s in (p.s1, p.s2)])
+    tokenizer = WordTokenizer.build([s for p in train for s in (p.text, p.pair)])
     data = MrpcPretrainingData(tokenizer, train, seed=1).dataset(batch_size)
     iterator = iter(data)
     next(iterator)

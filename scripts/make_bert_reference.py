@@ -80,8 +80,8 @@ def make_minilm_reference():
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     pairs = [p for p in load_mrpc("test")
-             if len(tokenizer(p.s1, p.s2)["input_ids"]) <= MAX_PAIR_TOKENS][:NUM_PAIRS]
-    batch = tokenizer([p.s1 for p in pairs], [p.s2 for p in pairs], padding=True,
+             if len(tokenizer(p.text, p.pair)["input_ids"]) <= MAX_PAIR_TOKENS][:NUM_PAIRS]
+    batch = tokenizer([p.text for p in pairs], [p.pair for p in pairs], padding=True,
                       return_tensors="pt")
     model = BertModel.from_pretrained(minilm_dir(), attn_implementation="eager").eval()
     arrays = {**inputs_of(batch), **reference_outputs(model, batch)}

@@ -37,7 +37,7 @@ def ids_hash(ids) -> str:
 
 
 def mrpc_sentences() -> list[str]:
-    return [s for split in ("train", "test") for p in load_mrpc(split) for s in (p.s1, p.s2)]
+    return [s for split in ("train", "test") for p in load_mrpc(split) for s in (p.text, p.pair)]
 
 
 def reference_tokenizer(model_dir: Path):

@@ -127,7 +127,7 @@ def build_mrpc_classifier(folder: Path) -> None:
     from nlp_tutorials.text.tokenization import WordTokenizer
     from support import tiny_model
 
-    tokenizer = WordTokenizer.build([s for p in load_mrpc("train")[:300] for s in (p.s1, p.s2)])
+    tokenizer = WordTokenizer.build([s for p in load_mrpc("train")[:300] for s in (p.text, p.pair)])
     backbone = tiny_model("bert", vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id,
                           max_position_embeddings=64)
     save_head(SequenceClassifier(backbone), folder)

@@ -15,8 +15,7 @@ import pytest
 
 from nlp_tutorials.analysis.visual import load_attention_pickle
 from nlp_tutorials.tasks import dates
-from nlp_tutorials.tasks.mrpc import load_mrpc
-from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc
 from nlp_tutorials.training.checkpoints import (
     newest_intact_checkpoint,
     restore_checkpoint,
@@ -48,7 +47,8 @@ def assert_close(actual, expected):
 
 def pretrained_outputs(model, tokenizer) -> dict:
     """The 0.1.0 snippet's figures for BERT or GPT on the first MRPC test pair."""
-    arrays = encode_pairs(tokenizer, load_mrpc("test")[:1], model.config.max_position_embeddings)
+    arrays = MrpcTask().encode(tokenizer, load_mrpc("test")[:1],
+                               model.config.max_position_embeddings)
     out = model.encode(arrays["input_ids"], arrays["token_type_ids"])
     lm_logits, nsp_logits = model.pretraining_heads(out["sequence_output"], out["pooled_output"])
     return {"input_ids": arrays["input_ids"][0].tolist(),
@@ -88,7 +88,7 @@ def test_pretrained_folder_restores_the_newest_checkpoint_into_the_same_outputs(
 def test_finetuned_folder_gives_the_same_logits_and_probabilities(legacy):
     expected = EXPECTED["bert_finetuned"]
     head, tokenizer, _ = load_finetuned(legacy / "bert_finetuned")
-    arrays = encode_pairs(tokenizer, load_mrpc("test")[:2],
+    arrays = MrpcTask().encode(tokenizer, load_mrpc("test")[:2],
                           head.backbone.config.max_position_embeddings)
     assert arrays["input_ids"].tolist() == expected["input_ids"]
     assert arrays["token_type_ids"].tolist() == expected["token_type_ids"]

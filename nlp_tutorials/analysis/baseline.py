@@ -100,21 +100,23 @@ def overlap_features(s1: str, s2: str) -> np.ndarray:
 
 
 def pair_features(pairs) -> np.ndarray:
-    """:func:`overlap_features` of every pair: float64 [len(pairs), n_features]."""
-    return np.array([overlap_features(p.s1, p.s2) for p in pairs],
+    """:func:`overlap_features` of every pair (a
+    :class:`~nlp_tutorials.tasks.glue.TextExample`): float64 [len(pairs), n_features]."""
+    return np.array([overlap_features(p.text, p.pair) for p in pairs],
                     dtype=np.float64).reshape(len(pairs), len(feature_names()))
 
 
-def fit_overlap_baseline(train_pairs, seed: int = 0):
-    """A scikit-learn pipeline (standardise, then logistic regression) fitted on ``train_pairs``.
+def fit_overlap_baseline(train_pairs, labels, seed: int = 0):
+    """A scikit-learn pipeline (standardise, then logistic regression) fitted on ``train_pairs``
+    and their ``labels`` (label ids [n]: 1 a paraphrase, 0 not).
 
-    Predict with ``model.predict(pair_features(pairs))``. Standardising puts counts (length
-    difference) and fractions on one scale so the default L2 penalty (C=1) treats them alike.
-    The lbfgs solver is deterministic; ``seed`` is passed on as ``random_state`` regardless.
+    Predict label ids with ``model.predict(pair_features(pairs))``. Standardising puts counts
+    (length difference) and fractions on one scale so the default L2 penalty (C=1) treats them
+    alike. The lbfgs solver is deterministic; ``seed`` is passed on as ``random_state``
+    regardless.
     """
     if not train_pairs:
         raise UserError("no train pairs to fit the word-overlap baseline on")
-    labels = np.array([p.label for p in train_pairs])
     if np.unique(labels).size < 2:
         raise UserError("the train pairs have only one label; the baseline needs both 0 and 1")
     # Imported here, like TensorFlow elsewhere: scikit-learn and SciPy take seconds to load.

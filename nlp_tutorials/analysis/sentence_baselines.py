@@ -13,7 +13,6 @@ from nlp_tutorials.analysis.baseline import (
 )
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.tasks.glue import SCORERS, ScorePrediction
-from nlp_tutorials.tasks.mrpc import MrpcTask
 from nlp_tutorials.tasks.shapes import ClassPrediction
 
 # Settings tried by cross-validation on train: logistic regression's inverse penalty C, ridge's
@@ -30,36 +29,22 @@ def chosen(label: int, choices: int) -> ClassPrediction:
 
 # Sentence and sentence-pair classification.
 
-def is_pair_task(task: Task) -> bool:
-    """Whether an example is a sentence pair (MRPC, or a GLUE pair task)."""
-    return isinstance(task, MrpcTask) or task.pair
-
-
 def sentence_texts(task: Task, examples) -> list:
     """Each example's text: the sentence, or the pair as a tuple of two sentences."""
-    if isinstance(task, MrpcTask):
-        return [(p.s1, p.s2) for p in examples]
     return [(e.text, e.pair) if task.pair else e.text for e in examples]
-
-
-def label_ids(task: Task, examples) -> np.ndarray:
-    """Each example's label as an index into ``task.labels``: int [n]."""
-    if isinstance(task, MrpcTask):
-        return np.array([p.label for p in examples])  # 0 or 1, the index of "0" or "1"
-    return task.label_array(examples)
 
 
 def fit_majority(task: Task, train):
     """(predict, "") where ``predict(examples)`` answers train's most frequent label for
     each; on a tie, the label first in ``task.labels``."""
-    majority = int(np.argmax(np.bincount(label_ids(task, train), minlength=task.num_labels)))
+    majority = int(np.argmax(np.bincount(task.label_array(train), minlength=task.num_labels)))
     return lambda examples: [chosen(majority, task.num_labels) for _ in examples], ""
 
 
 def fit_mrpc_overlap(task: Task, train):
     """(predict, "") of MRPC's word-overlap logistic regression
     (:func:`~nlp_tutorials.analysis.baseline.fit_overlap_baseline`)."""
-    model = fit_overlap_baseline(train)
+    model = fit_overlap_baseline(train, task.label_array(train))
     return lambda pairs: [chosen(label, 2) for label in model.predict(pair_features(pairs))], ""
 
 
@@ -118,11 +103,11 @@ def fit_bag_of_words(task: Task, train, seed: int = 0):
     from sklearn.model_selection import StratifiedKFold
     from sklearn.pipeline import Pipeline
 
-    model = Pipeline([("words", bag_of_words(is_pair_task(task))),
+    model = Pipeline([("words", bag_of_words(task.pair)),
                       ("logistic", LogisticRegression(max_iter=1000, random_state=seed))])
     search = grid_search(task, model, {"logistic__C": C_GRID},
                          StratifiedKFold(FOLDS, shuffle=True, random_state=seed), train,
-                         label_ids(task, train))
+                         task.label_array(train))
 
     def predict(examples):
         labels = search.predict(sentence_texts(task, examples))  # [n]

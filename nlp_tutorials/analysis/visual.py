@@ -98,11 +98,10 @@ def collect_attention(model, tokenizer, n, split="test", pairs=None) -> dict:
     ``max_position_embeddings``), padded to the longest pair only. Returns the keyword
     arguments of :func:`save_attention_pickle`, queries, keys and segments included.
     """
-    from nlp_tutorials.text.packing import encode_pairs
-    from nlp_tutorials.tasks.mrpc import load_mrpc
+    from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc
 
     pairs = (load_mrpc(split) if pairs is None else pairs)[:n]
-    encoded = encode_pairs(tokenizer, pairs, model.config.max_position_embeddings)
+    encoded = MrpcTask().encode(tokenizer, pairs, model.config.max_position_embeddings)
     # Columns of padding alone carry no attention worth drawing (a model of 512 positions
     # would otherwise export [n, heads, 512, 512] per layer for 50-token pairs).
     longest = int(np.max(np.sum(encoded["input_ids"] != model.config.pad_token_id, axis=1)))

@@ -14,7 +14,12 @@ pool a document is drawn from (a local shuffle of document order) and the pool N
 come from. A document longer than :data:`DOCUMENT_PIECE_LINES` lines is cut into pieces of that
 many lines, each then treated as a document, so one endless document cannot fill the memory.
 
-:class:`CorpusText` is the corpus as a run's text (``train --corpus``). Everything here is
+A tenth of the documents is held out (:func:`held_out_document`): a ``train --corpus`` run
+never trains on them and is scored on them once trained
+(:class:`~nlp_tutorials.sources.corpus_text.CorpusHeldOut`).
+
+:class:`~nlp_tutorials.sources.corpus_text.CorpusText` is the corpus as a run's text
+(``train --corpus``). Everything here is
 plain Python and numpy (TensorFlow only holds the finished batches, in
 :meth:`CorpusData.batches`); :mod:`nlp_tutorials.sources.shards` writes the same pairs to TFRecord
 files once, so training need not tokenize again.
@@ -24,11 +29,11 @@ import glob
 import itertools
 import random
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-from nlp_tutorials.sources.source import PretrainingText, TextSettings
 from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer
 from nlp_tutorials.system.errors import UserError
@@ -44,6 +49,10 @@ LINE_END = re.compile(rb"\r\n|\r|\n")
 DOCUMENT_BUFFER = 1000
 DOCUMENT_PIECE_LINES = 1000
 PAIR_SHUFFLE_BUFFER = 10_000
+# One document in this many is held out: a tenth, as fine-tuning holds out a tenth of train.
+HELD_OUT_EVERY = 10
+# Which documents a CorpusData reads: all of them, those a run trains on, or those held out.
+EVERY, TRAINED, HELD_OUT = "every", "trained", "held out"
 
 
 def corpus_files(pattern: str) -> list[Path]:
@@ -135,6 +144,21 @@ def read_documents(paths, counts: CorpusCounts):
             yield document
         if not text_lines:
             counts.empty_files += 1
+
+
+def held_out_document(lines) -> bool:
+    """Whether a document (its lines) is held out of training: when the CRC-32 of its text is
+    a multiple of :data:`HELD_OUT_EVERY`. Decided by the text alone, so the same documents are
+    held out whatever the files' order, every epoch and every run; about a tenth of them."""
+    return zlib.crc32("\n".join(lines).encode("utf-8")) % HELD_OUT_EVERY == 0
+
+
+def documents_of_part(documents, part: str):
+    """The documents of ``part``: :data:`EVERY` one, the :data:`TRAINED` ones or the
+    :data:`HELD_OUT` ones."""
+    if part == EVERY:
+        return documents
+    return (lines for lines in documents if held_out_document(lines) == (part == HELD_OUT))
 
 
 def tokenizer_sample(paths, megabytes: int):
@@ -314,14 +338,17 @@ class CorpusData:
     masking from a generator seeded with (seed, k): pairs and masks change from epoch to epoch,
     a run is reproducible, and nothing but the buffers stays in memory. The same interface as
     every source (:class:`~nlp_tutorials.sources.source.PretrainingSource`), but the number of
-    examples is not known before a pass over the corpus.
+    examples is not known before a pass over the corpus. ``part``: the documents read, every
+    one, those a run trains on or those held out (:func:`documents_of_part`).
     """
 
     input_pipelines = 1  # every process reads the whole corpus
 
     def __init__(self, pattern: str, tokenizer, max_len: int = DEFAULT_MAX_LEN, seed: int = 0,
-                 mask_prob: float = 0.15, whole_word_mask: bool = False, printer=print):
+                 mask_prob: float = 0.15, whole_word_mask: bool = False, printer=print,
+                 part: str = EVERY):
         check_max_len(max_len)
+        self.part = part
         self.paths = corpus_files(pattern)
         self.tokenizer = tokenizer
         self.max_len = max_len
@@ -335,8 +362,8 @@ class CorpusData:
         """Epoch ``epoch``'s pairs, in a locally shuffled order."""
         paths = list(self.paths)
         rng.shuffle(paths)
-        documents = tokenized_documents(read_documents(paths, counts), self.tokenizer,
-                                        self.max_len - 3, counts)
+        documents = documents_of_part(read_documents(paths, counts), self.part)
+        documents = tokenized_documents(documents, self.tokenizer, self.max_len - 3, counts)
         return shuffled(pretraining_pairs(documents, self.max_len - 3, rng),
                         PAIR_SHUFFLE_BUFFER, rng)
 
@@ -397,29 +424,3 @@ class CorpusData:
         for batch in itertools.islice(every_epoch, start, None):
             yield trim_padding({name: tf.constant(value) for name, value in batch.items()},
                                length_multiple, pad_id=self.tokenizer.pad_id)
-
-
-class CorpusText(PretrainingText):
-    """A text corpus (``--corpus``), streamed: a tokenizer learned from its start, max_len 128
-    unless given."""
-
-    def __init__(self, pattern: str):
-        self.pattern = pattern
-
-    def new_tokenizer(self, settings: TextSettings):
-        """One learned from the corpus' first ``tokenizer_sample_mb`` MB (bounded work and
-        memory)."""
-        max_len = settings.max_len or DEFAULT_MAX_LEN
-        check_max_len(max_len)
-        tokenizer = learn_tokenizer(settings.tokenizer, settings.vocab_size,
-                                    corpus_files(self.pattern), settings.tokenizer_sample_mb)
-        return tokenizer, dataclasses.replace(settings, max_len=max_len)
-
-    def default_max_len(self, tokenizer) -> int:
-        return DEFAULT_MAX_LEN
-
-    def source(self, settings: TextSettings, tokenizer, worker: tuple,
-               printer) -> CorpusData:
-        """Every process reads the whole corpus (``worker`` is not read)."""
-        return CorpusData(self.pattern, tokenizer, max_len=settings.max_len, seed=settings.seed,
-                          whole_word_mask=settings.whole_word_mask, printer=printer)

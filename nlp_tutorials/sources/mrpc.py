@@ -1,6 +1,10 @@
 """Pre-training on MRPC's sentence pairs: the text (:class:`MrpcText`) and its examples,
 masked LM + next sentence (:class:`MrpcPretrainingData`).
 
+The pairs are MRPC's examples as its task reads them
+(:class:`~nlp_tutorials.tasks.glue.TextExample`: ``text``, ``pair``, and ``label`` "1" for a
+paraphrase, "0" not), read by the caller: ``tasks/`` sits above this folder.
+
 Numpy epoch by epoch; TensorFlow only in :meth:`MrpcPretrainingData.dataset` and
 :meth:`MrpcPretrainingData.batches` (what the training loop reads, as from every source:
 :class:`~nlp_tutorials.sources.source.PretrainingSource`).
@@ -11,6 +15,7 @@ import itertools
 import numpy as np
 
 from nlp_tutorials.sources.source import (
+    HELD_OUT_SEED_OFFSET,
     PretrainingText,
     TextSettings,
     build_tokenizer,
@@ -20,12 +25,24 @@ from nlp_tutorials.sources.source import (
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer, num_to_mask
 from nlp_tutorials.text.nsp import check_nsp_mode, nsp_pairing
-from nlp_tutorials.text.packing import (
-    id_matrices,
-    longest_pair_length,
-    longest_tokenized_pair,
-    pair_tokens,
-)
+from nlp_tutorials.text.tokenization import pad_ragged
+
+
+def pair_tokens(tokenizer, pairs) -> list[tuple[list[str], list[str]]]:
+    """(first sentence's tokens, second's) of every pair."""
+    return [(tokenizer.tokenize(p.text), tokenizer.tokenize(p.pair)) for p in pairs]
+
+
+def longest_tokenized_pair(tokens) -> int:
+    """Tokens in the longest ``[CLS] a [SEP] b [SEP]`` of ``tokens``' pairs."""
+    return max(len(a) + len(b) for a, b in tokens) + 3
+
+
+def id_matrices(tokenizer, tokens):
+    """Zero-padded ids and lengths of the first and second sentences: ids_a, len_a, ids_b, len_b."""
+    ids_a, len_a = pad_ragged([tokenizer.convert_tokens_to_ids(a) for a, _ in tokens])
+    ids_b, len_b = pad_ragged([tokenizer.convert_tokens_to_ids(b) for _, b in tokens])
+    return ids_a, len_a, ids_b, len_b
 
 
 class MrpcPretrainingData:
@@ -64,7 +81,8 @@ class MrpcPretrainingData:
             raise UserError(
                 f"max_predictions={self.max_predictions!r}: expected a positive integer")
         self._ids_a, self._len_a, self._ids_b, self._len_b = id_matrices(tokenizer, tokens)
-        self._labels = np.array([p.label for p in pairs], dtype=np.int32)
+        # nsp_mode "paraphrase" learns MRPC's own label: 1 a paraphrase, 0 not.
+        self._labels = np.array([int(p.label) for p in pairs], dtype=np.int32)
         # Fail now rather than mid-training: the most real tokens any pairing can give.
         most = min(self.max_len - 3, int(self._len_a.max() + self._len_b.max()))
         needed = int(num_to_mask(most, mask_prob))
@@ -159,26 +177,51 @@ class MrpcPretrainingData:
                                self.tokenizer.pad_id, length_multiple)
 
 
-class MrpcText(PretrainingText):
-    """MRPC's train pairs (``train_pairs``, read once by the caller: ``tasks/`` sits above this
-    folder): the tokenizer's text, the default max_len (the longest pair), and the
-    pre-training pairs."""
+class HeldOutPairs:
+    """Sentence pairs held out of a run's train pairs, on which it is scored (``described``
+    names them: MRPC's test split for an MRPC run): packed as in training (the same vocabulary,
+    words it never saw [UNK]; the same max_len, longer pairs truncated longest-first) and
+    masked once; the baseline's masks are the train pairs' first epoch."""
 
-    def __init__(self, train_pairs):
-        self.train_pairs = train_pairs
+    def __init__(self, tokenizer, settings: TextSettings, train_pairs, test_pairs,
+                 described: str):
+        self.tokenizer, self.settings = tokenizer, settings
+        self.train_pairs, self.test_pairs = train_pairs, test_pairs
+        self.described = described
+
+    def batches(self, batch_size: int, masked: bool = True) -> list[dict]:
+        test = MrpcPretrainingData(self.tokenizer, self.test_pairs, max_len=self.settings.max_len,
+                                   nsp_mode=self.settings.nsp_mode,
+                                   seed=self.settings.seed + HELD_OUT_SEED_OFFSET)
+        return list(test.dataset(batch_size, masked=masked, repeat=False))
+
+    def train_masked_ids(self, batch_size: int) -> np.ndarray:
+        train = MrpcPretrainingData(self.tokenizer, self.train_pairs,
+                                    max_len=self.settings.max_len, seed=self.settings.seed).epoch(0)
+        return train["mlm_ids"][train["mlm_weights"] > 0]
+
+
+class MrpcText(PretrainingText):
+    """MRPC's train pairs, and its test pairs to score the run on (both read once by the
+    caller: ``tasks/`` sits above this folder): the tokenizer's text, the default max_len (the
+    longest train pair), the pre-training pairs, and the held-out text
+    (:class:`HeldOutPairs`)."""
+
+    def __init__(self, train_pairs, test_pairs):
+        self.train_pairs, self.test_pairs = train_pairs, test_pairs
 
     def new_tokenizer(self, settings: TextSettings):
         """A tokenizer whose vocabulary comes from the TRAIN split only, so test words stay
         unknown; max_len the longest pair unless given."""
         refuse_vocab_size_without_wordpiece(settings)
         tokenizer = build_tokenizer(settings.tokenizer, settings.vocab_size,
-                                    [s for p in self.train_pairs for s in (p.s1, p.s2)])
+                                    [s for p in self.train_pairs for s in (p.text, p.pair)])
         if not settings.max_len:
             settings = dataclasses.replace(settings, max_len=self.default_max_len(tokenizer))
         return tokenizer, settings
 
     def default_max_len(self, tokenizer) -> int:
-        return longest_pair_length(tokenizer, self.train_pairs)
+        return longest_tokenized_pair(pair_tokens(tokenizer, self.train_pairs))
 
     def source(self, settings: TextSettings, tokenizer, worker: tuple,
                printer) -> MrpcPretrainingData:
@@ -186,3 +229,7 @@ class MrpcText(PretrainingText):
         return MrpcPretrainingData(tokenizer, self.train_pairs, max_len=settings.max_len,
                                    nsp_mode=settings.nsp_mode, seed=settings.seed,
                                    whole_word_mask=settings.whole_word_mask)
+
+    def held_out(self, settings: TextSettings, tokenizer) -> HeldOutPairs:
+        return HeldOutPairs(tokenizer, settings, self.train_pairs, self.test_pairs,
+                            "MRPC's test split")

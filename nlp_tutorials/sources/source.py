@@ -4,13 +4,15 @@ gives (:class:`PretrainingSource`).
 A new kind of pre-training text is one subclass of :class:`PretrainingText`: it makes (or
 checks) the run's tokenizer, settles the lengths it needs, and gives a source of batches. Three
 come with the package: :class:`~nlp_tutorials.sources.mrpc.MrpcText` (MRPC's train pairs),
-:class:`~nlp_tutorials.sources.corpus.CorpusText` (a text corpus, streamed) and
+:class:`~nlp_tutorials.sources.corpus_text.CorpusText` (a text corpus, streamed) and
 :class:`~nlp_tutorials.sources.shard_batches.ShardText` (a corpus written once to TFRecord
 shards). Their batch sources (:class:`~nlp_tutorials.sources.mrpc.MrpcPretrainingData`,
 :class:`~nlp_tutorials.sources.corpus.CorpusData`,
 :class:`~nlp_tutorials.sources.shard_batches.ShardData`) each answer :class:`PretrainingSource`,
 so the loop (:mod:`nlp_tutorials.training.loop`) reads any of them the same way and never asks
-which one it has.
+which one it has. Once trained, a run is scored on the text's held-out part
+(:meth:`PretrainingText.held_out`, a :class:`HeldOutText`): MRPC's test split for MRPC, the
+corpus' held-out documents for a corpus.
 
 A text sees the run's settings as :class:`TextSettings`, plain values, so this folder needs
 nothing from ``training/``, which sits above it.
@@ -70,17 +72,43 @@ class TextSettings:
     given: frozenset
 
 
+# A held-out text's masking is drawn with the run's seed plus this: unlike any training epoch's,
+# and the same in every run of that seed.
+HELD_OUT_SEED_OFFSET = 1000
+
+
+class HeldOutText(Protocol):
+    """Text a run never trains on, on which it is scored once trained.
+
+    ``described``: what it is, as the run's output names it ("MRPC's test split").
+    """
+
+    described: str
+
+    def batches(self, batch_size: int, masked: bool = True) -> list[dict]:
+        """Its full batches of ``batch_size`` rows (arrays or tensors, as
+        :meth:`PretrainingSource.batches` gives, untrimmed), masked once with the run's seed +
+        :data:`HELD_OUT_SEED_OFFSET`; [] when it holds too little for one."""
+
+    def train_masked_ids(self, batch_size: int):
+        """numpy int [k]: the token ids masked in the run's training text (its first epoch,
+        or a bounded start of it); the most-frequent-token baseline always guesses the
+        commonest."""
+
+
 class PretrainingText(abc.ABC):
     """What a pre-training run learns from: one subclass per kind of text.
 
     The run asks it, in order: a tokenizer (:meth:`new_tokenizer` for a new run; a resumed run
     or one from a checkpoint has its own, which :meth:`check_tokenizer` may refuse), the
     default ``max_len`` beside a checkpoint's tokenizer (:meth:`default_max_len`), the settings
-    the text fixes (:meth:`settle`), then the batches (:meth:`source`).
+    the text fixes (:meth:`settle`), then the batches (:meth:`source`), and once trained the
+    text it is scored on (:meth:`held_out`).
     """
 
-    # MRPC's train pairs when the text has read them (the test score's baseline reuses them).
-    train_pairs = None
+    # The held-out sentence pairs, when the text has them as pairs (MRPC's test split): the
+    # attention export draws them rather than read MRPC's test file again.
+    test_pairs = None
 
     @abc.abstractmethod
     def new_tokenizer(self, settings: TextSettings):
@@ -106,6 +134,11 @@ class PretrainingText(abc.ABC):
         """The run's batches, read with ``tokenizer``. ``worker`` is (input pipelines, this
         one's index): under ``--strategy multiworker`` a text may give each worker its own
         share (as shards do); ``printer`` takes what the source reports as it reads."""
+
+    def held_out(self, settings: TextSettings, tokenizer) -> HeldOutText | None:
+        """The part of the text the run never trains on, to score it once trained; by
+        default none (the run says so, and is not scored)."""
+        return None
 
 
 def refuse_vocab_size_without_wordpiece(settings: TextSettings) -> None:

@@ -10,8 +10,8 @@ MRPC's pairs, a corpus or shards), builds the model and its optimizer
 which runs the model's compiled ``step()``, reports to
 :class:`~nlp_tutorials.system.progress.Progress` and saves checkpoints. It hands back the trained
 model, which :func:`~nlp_tutorials.training.pretraining_evaluation.score_on_test` has scored on
-the MRPC test split. The optimizer and schedule are in
-:mod:`nlp_tutorials.training.optimization`, checkpoints in
+the text's held-out part (MRPC's test split, or a corpus' held-out documents). The optimizer
+and schedule are in :mod:`nlp_tutorials.training.optimization`, checkpoints in
 :mod:`nlp_tutorials.training.checkpoints`.
 
 Files in ``model_dir`` (so ``export``, ``finetune`` and ``--resume`` need no flags repeated):
@@ -33,7 +33,7 @@ import keras
 import tensorflow as tf
 
 from nlp_tutorials.models.config import ModelConfig
-from nlp_tutorials.sources.corpus import CorpusText
+from nlp_tutorials.sources.corpus_text import CorpusText
 from nlp_tutorials.sources.mrpc import MrpcText
 from nlp_tutorials.sources.shard_batches import ShardText
 from nlp_tutorials.sources.source import PretrainingSource, PretrainingText, TextSettings
@@ -111,14 +111,14 @@ def save_run(config: TrainConfig, tokenizer, model_config: ModelConfig) -> None:
 
 def run_text(config: TrainConfig) -> PretrainingText:
     """What the run learns from when the caller names none: :class:`~nlp_tutorials.sources.
-    corpus.CorpusText` (--corpus), :class:`~nlp_tutorials.sources.shard_batches.ShardText`
+    corpus_text.CorpusText` (--corpus), :class:`~nlp_tutorials.sources.shard_batches.ShardText`
     (--data) or :class:`~nlp_tutorials.sources.mrpc.MrpcText`. The one place that asks; the
     rest of the run asks the answer."""
     if config.corpus:
         return CorpusText(config.corpus)
     if config.data:
         return ShardText(config.data)
-    return MrpcText(load_mrpc("train"))
+    return MrpcText(load_mrpc("train"), load_mrpc("test"))
 
 
 def text_settings(config: TrainConfig, given: set) -> TextSettings:
@@ -237,19 +237,20 @@ class PretrainedRun:
 
     ``config`` is the run's settled config (``max_len`` filled in, the saved run's settings on
     ``--resume``, ``model_dir`` this worker's); ``evaluation`` the test-split scores of
-    :func:`evaluate`, and ``test_pairs`` the MRPC test pairs it read (for the attention export).
+    :func:`evaluate` on the text's held-out part ({} when it has none), and ``test_pairs`` the
+    MRPC test pairs an MRPC run read (for the attention export; None for other texts).
     """
 
     model: keras.Model
     tokenizer: object
     config: TrainConfig
     evaluation: dict
-    test_pairs: list
+    test_pairs: list | None
 
 
 def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False,
              printer=print, text: PretrainingText | None = None) -> PretrainedRun:
-    """Pre-train a GPT or BERT on ``text``; return it with its MRPC test-split evaluation.
+    """Pre-train a GPT or BERT on ``text``; return it scored on the text's held-out part.
 
     ``text`` (a :class:`~nlp_tutorials.sources.source.PretrainingText`) is what the run learns
     from: by default ``config``'s (:func:`run_text`); a resumed run's must be the one it began with.
@@ -304,9 +305,9 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
         if config.init_from:
             folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
             progress.note(f"wrote {folder} (finetune --init-from reads it)")
-        test_pairs = load_mrpc("test")
-        evaluation = score_on_test(model, tokenizer, config, printer, text.train_pairs, test_pairs)
-    return PretrainedRun(model, tokenizer, config, evaluation, test_pairs)
+        held_out = text.held_out(text_settings(config, given), tokenizer)
+        evaluation = score_on_test(model, tokenizer, config, held_out, printer)
+    return PretrainedRun(model, tokenizer, config, evaluation, text.test_pairs)
 
 
 def save_last_checkpoint(manager, step: int) -> str:

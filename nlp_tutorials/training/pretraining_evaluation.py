@@ -1,7 +1,7 @@
-"""Scoring a pre-trained GPT or BERT on MRPC's test split, and showing what it predicts.
+"""Scoring a pre-trained GPT or BERT on its text's held-out part, and showing what it predicts.
 
-:func:`~nlp_tutorials.training.pretraining.pretrain` calls :func:`evaluate` once the run is
-over, and now and then while it trains (``--sample-every``) shows an example:
+:func:`~nlp_tutorials.training.pretraining.pretrain` calls :func:`score_on_test` once the run
+is over, and now and then while it trains (``--sample-every``) shows an example:
 :func:`describe_predictions` (BERT's masked tokens) or :func:`describe_continuation` (GPT's
 next words).
 """
@@ -12,8 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.models.decoding import decode, gpt_stepper
-from nlp_tutorials.sources.mrpc import MrpcPretrainingData
-from nlp_tutorials.tasks.mrpc import load_mrpc
+from nlp_tutorials.sources.source import HeldOutText
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.training.config import TrainConfig
 
@@ -45,24 +44,30 @@ def describe_continuation(model, tokenizer, batch, row: int = 0, prompt_words: i
             f"  continued: {' '.join(tokenizer.convert_ids_to_tokens(new[0]))}")
 
 
-def score_on_test(model, tokenizer, config: TrainConfig, printer=print, train_pairs=None,
-                  test_pairs=None) -> dict:
-    """Masked-token (or next-token) and NSP accuracy on the MRPC test split.
+def score_on_test(model, tokenizer, config: TrainConfig, held_out: HeldOutText | None,
+                  printer=print) -> dict:
+    """Masked-token (or next-token) and NSP accuracy on ``held_out``, the run's held-out text
+    (MRPC's test split, a corpus' held-out documents), first named in one line; {} (and a line
+    saying so) when the text holds nothing out or too little for one batch.
 
-    Test pairs get the same vocabulary (test-only words become [UNK]), the same max_len
-    (longer pairs are truncated longest-first) and one fixed masking (seed + 1000). Metrics
-    are means over full batches of ``batch_size`` pairs (the last partial batch, under
-    ``batch_size`` of the 1,725 pairs, is left out). For BERT it also reports the
-    most-frequent-token baseline: the accuracy of always guessing the token most often masked
-    in train (``train_pairs``, ``test_pairs``: MRPC's pairs when the run has read them already).
+    Its pairs get the run's vocabulary (words it never saw become [UNK]) and max_len, and one
+    fixed masking. Metrics are means over full batches of ``batch_size`` pairs (a last partial
+    batch is left out). For BERT it also reports the most-frequent-token baseline: the accuracy
+    of always guessing the token most often masked in training.
     """
+    if held_out is None:
+        printer("no held-out text: the run is not scored")
+        return {}
     masked = config.model_type == "bert"
-    test = MrpcPretrainingData(tokenizer, test_pairs or load_mrpc("test"),
-                               max_len=config.max_len, nsp_mode=config.nsp_mode,
-                               seed=config.seed + 1000)
-    totals = {}
     trim = functools.partial(trim_padding, pad_id=tokenizer.pad_id)
-    batches = list(test.dataset(config.batch_size, masked=masked, repeat=False).map(trim))
+    batches = [trim({name: tf.convert_to_tensor(value) for name, value in batch.items()})
+               for batch in held_out.batches(config.batch_size, masked)]
+    if not batches:
+        printer(f"scored on {held_out.described}: too few pairs for one batch of "
+                f"{config.batch_size}; not scored")
+        return {}
+    printer(f"scored on {held_out.described}: {len(batches)} batches of {config.batch_size}")
+    totals = {}
     step_fn = model.compiled_step(batches[0], training=False)
     for batch in batches:
         for name, value in step_fn(batch).items():
@@ -70,7 +75,7 @@ def score_on_test(model, tokenizer, config: TrainConfig, printer=print, train_pa
     result = dict(totals)
     if masked:
         result["baseline_accuracy"] = most_frequent_token_baseline(
-            tokenizer, config, batches, train_pairs or load_mrpc("train"))
+            batches, held_out.train_masked_ids(config.batch_size))
         printer(f"test masked-token accuracy {result['mlm_accuracy']:.3f} "
                 f"(most-frequent-token baseline {result['baseline_accuracy']:.3f}), "
                 f"NSP accuracy {result['nsp_accuracy']:.3f}")
@@ -81,16 +86,12 @@ def score_on_test(model, tokenizer, config: TrainConfig, printer=print, train_pa
     return result
 
 
-def most_frequent_token_baseline(tokenizer, config: TrainConfig, test_batches,
-                                 train_pairs) -> float:
-    """Accuracy on the test masks of always predicting the token most often masked in
-    ``train_pairs`` (MRPC's train split)."""
-    train = MrpcPretrainingData(tokenizer, train_pairs, max_len=config.max_len,
-                                seed=config.seed).epoch(0)
-    chosen = train["mlm_ids"][train["mlm_weights"] > 0]
-    if not chosen.size:  # a vocabulary that knows no MRPC word masks nothing
+def most_frequent_token_baseline(test_batches, train_masked_ids) -> float:
+    """Accuracy on the test masks of always predicting the token most often masked in training
+    (``train_masked_ids``, numpy int [k])."""
+    if not train_masked_ids.size:  # a vocabulary that knows no word of the text masks nothing
         return 0.0
-    guess = np.bincount(chosen).argmax()
+    guess = np.bincount(train_masked_ids).argmax()
     hits = total = 0.0
     for batch in test_batches:
         weights = batch["mlm_weights"].numpy()

@@ -9,7 +9,8 @@ from nlp_tutorials.analysis.baseline import (
 from nlp_tutorials.analysis.sentence_baselines import fit_mrpc_overlap
 from nlp_tutorials.baseline import main
 from nlp_tutorials.tasks import get_task
-from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
+from nlp_tutorials.tasks.glue import TextExample
+from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.system.errors import UserError
 
 
@@ -99,16 +100,17 @@ def test_baseline_on_mrpc(train, test):
 def test_baseline_is_deterministic(train, test):
     # Two fits, even with different seeds, give the same probabilities to the last bit.
     X = pair_features(test)
-    first = fit_overlap_baseline(train, seed=0).predict_proba(X)
-    second = fit_overlap_baseline(train, seed=1).predict_proba(X)
+    labels = get_task("mrpc").label_array(train)
+    first = fit_overlap_baseline(train, labels, seed=0).predict_proba(X)
+    second = fit_overlap_baseline(train, labels, seed=1).predict_proba(X)
     np.testing.assert_array_equal(first, second)
 
 
 def test_fit_needs_both_labels():
     with pytest.raises(UserError):
-        fit_overlap_baseline([])
+        fit_overlap_baseline([], [])
     with pytest.raises(UserError):
-        fit_overlap_baseline([Pair(1, "1", "2", "a b", "a b"), Pair(1, "3", "4", "c", "d")])
+        fit_overlap_baseline([TextExample("a b", "a b", "1"), TextExample("c", "d", "1")], [1, 1])
 
 
 @pytest.mark.slow

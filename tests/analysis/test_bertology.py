@@ -13,7 +13,7 @@ from nlp_tutorials.analysis import bertology
 from nlp_tutorials.bert import BERT
 from nlp_tutorials.cli import main
 from nlp_tutorials.models.config import ModelConfig
-from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.tasks.mrpc import MrpcTask
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.finetuned.folders import load_finetuned, save_head
@@ -32,7 +32,7 @@ from nlp_tutorials.training.config import (
 @pytest.fixture(scope="module")
 def tokenizer():
     train = load_mrpc("train")
-    return WordTokenizer.build([s for p in train for s in (p.s1, p.s2)])
+    return WordTokenizer.build([s for p in train for s in (p.text, p.pair)])
 
 
 def tiny_classifier(vocab_size: int, seed: int):
@@ -51,7 +51,7 @@ def head(tokenizer):
 
 @pytest.fixture(scope="module")
 def pairs(tokenizer):
-    return encode_pairs(tokenizer, load_mrpc("test")[:4], 64)
+    return MrpcTask().encode(tokenizer, load_mrpc("test")[:4], 64)
 
 
 @functools.cache

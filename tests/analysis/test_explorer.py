@@ -295,18 +295,18 @@ def test_attention_vectors_make_the_attention(model_type):
 
 
 def test_export_saves_vectors_and_segments_without_padding_columns(tmp_path):
-    from nlp_tutorials.text.packing import encode_pairs
+    from nlp_tutorials.tasks.mrpc import MrpcTask
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.text.tokenization import WordTokenizer
     from nlp_tutorials.analysis.visual import export_attention, load_attention_pickle
 
     pairs = load_mrpc("test")[:3]
-    tokenizer = WordTokenizer.build([text for pair in pairs for text in (pair.s1, pair.s2)])
+    tokenizer = WordTokenizer.build([text for pair in pairs for text in (pair.text, pair.pair)])
     model = tiny_model("bert", vocab_size=tokenizer.vocab_size, hidden_size=16,
                        num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                        max_position_embeddings=128)
     data = load_attention_pickle(export_attention(model, tokenizer, 3, tmp_path / "a.pkl"))
-    encoded = encode_pairs(tokenizer, pairs, 128)
+    encoded = MrpcTask().encode(tokenizer, pairs, 128)
     longest = int((encoded["input_ids"] != 0).sum(1).max())
     assert len(data["src"][0]) == longest < 128
     assert data["segments"] == encoded["token_type_ids"][:, :longest].tolist()
@@ -327,7 +327,7 @@ def mrpc_tokenizer():
     from nlp_tutorials.text.tokenization import WordTokenizer
 
     return WordTokenizer.build([text for pair in load_mrpc("test")[:3]
-                                for text in (pair.s1, pair.s2)])
+                                for text in (pair.text, pair.pair)])
 
 
 def set_weights_of_our_own(model, seed: int):
@@ -359,7 +359,7 @@ def check_entry_against(example, entry, expected, fresh, case, q_len, k_len):
 @pytest.mark.slow
 def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     from nlp_tutorials.bert import BERT
-    from nlp_tutorials.text.packing import encode_pairs
+    from nlp_tutorials.tasks.mrpc import MrpcTask
     from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.finetuned.folders import save_head
     from nlp_tutorials.models.task_heads import SequenceClassifier
@@ -371,7 +371,7 @@ def test_explore_a_fine_tuned_folder_shows_its_backbone(tmp_path):
     tokenizer.save(tmp_path)
     page = page_json(explorer.explore(ExploreSettings(
         model_type="bert", output=str(tmp_path / "page.html"), model_dir=str(tmp_path), n=3)))
-    encoded = encode_pairs(tokenizer, load_mrpc("test")[:3], 128)
+    encoded = MrpcTask().encode(tokenizer, load_mrpc("test")[:3], 128)
     inputs = {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
     attentions = classifier.backbone(inputs)["attentions"]["encoder"]
     fresh = BERT(tiny_bert_config(tokenizer))(inputs)["attentions"]["encoder"]
@@ -388,7 +388,7 @@ def test_explore_a_pretraining_folder(tmp_path):
 
     from nlp_tutorials.bert import BERT
     from nlp_tutorials.tasks.mrpc import load_mrpc
-    from nlp_tutorials.text.packing import encode_pairs
+    from nlp_tutorials.tasks.mrpc import MrpcTask
     from nlp_tutorials.training.checkpoints import training_checkpoint
 
     tokenizer = mrpc_tokenizer()
@@ -404,7 +404,7 @@ def test_explore_a_pretraining_folder(tmp_path):
     assert len(page["examples"]) == 2 and page["has_vectors"] and page["importance"] is None
     assert page["initial"] == {"example": 0, "layer": 1, "head": 0, "view": "neuron"}
     # The page shows the checkpoint's model on the first two MRPC test pairs.
-    encoded = encode_pairs(tokenizer, load_mrpc("test")[:2], 128)
+    encoded = MrpcTask().encode(tokenizer, load_mrpc("test")[:2], 128)
     inputs = {"input_ids": encoded["input_ids"], "token_type_ids": encoded["token_type_ids"]}
     expected = model(inputs)["attentions"]["encoder"]
     fresh = BERT(config)(inputs)["attentions"]["encoder"]

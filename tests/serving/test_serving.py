@@ -22,8 +22,8 @@ from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.models.config import ModelConfig
 from fresh_process import load_each_elsewhere, load_elsewhere
-from nlp_tutorials.tasks.mrpc import Pair, load_mrpc
-from nlp_tutorials.text.packing import encode_pairs
+from nlp_tutorials.tasks.glue import TextExample
+from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import (
     SPECIAL_TOKENS,
@@ -53,7 +53,7 @@ TRICKY = ["", "   ", "Héllo,世界!", "İstanbul ΣΑΣ ς ΌΣΟΣ", "a\x12b\u
 
 
 def mrpc_sentences():
-    return [s for split in ("train", "test") for p in load_mrpc(split) for s in (p.s1, p.s2)]
+    return [s for split in ("train", "test") for p in load_mrpc(split) for s in (p.text, p.pair)]
 
 
 @functools.cache
@@ -61,7 +61,7 @@ def mrpc_wordpiece():
     """A small WordPiece vocabulary learned from MRPC train as `train --tokenizer wordpiece`."""
     from nlp_tutorials.sources.source import build_tokenizer
 
-    texts = [s for p in load_mrpc("train") for s in (p.s1, p.s2)]
+    texts = [s for p in load_mrpc("train") for s in (p.text, p.pair)]
     return build_tokenizer("wordpiece", 400, texts)
 
 
@@ -168,10 +168,8 @@ def widen_classifier(head, tokenizer):
     std 2 (a fresh one gives nearly 0.5 everywhere): the probabilities then spread, so a wrong
     token or a wrong pooling shows in them. The pairs are encoded at predict's length for MRPC
     (its task's tokens, or the positions if fewer)."""
-    from nlp_tutorials.tasks.mrpc import MrpcTask
-
     max_len = min(MrpcTask.default_max_len, head.backbone.config.max_position_embeddings)
-    arrays = encode_pairs(tokenizer, load_mrpc("test")[:40], max_len)
+    arrays = MrpcTask().encode(tokenizer, load_mrpc("test")[:40], max_len)
     summary = head.summary({k: arrays[k] for k in ("input_ids", "token_type_ids")}).numpy()
     kernel = head.classifier.kernel.numpy()  # [hidden, 2]
     margin = summary @ (kernel[:, 1] - kernel[:, 0])  # [pairs]
@@ -195,12 +193,12 @@ def sample_pairs():
     """MRPC test pairs, plus empty sentences and a 5,000-word one."""
     long = " ".join(["Paraphrase"] * 2500 + ["detection,"] * 2500)
     pairs = load_mrpc("test")[:40]
-    return pairs + [Pair(0, "e", "e", "", ""), Pair(0, "l", "l", long, pairs[0].s2),
-                    Pair(0, "m", "m", pairs[1].s1, long), Pair(0, "n", "n", long, "")]
+    return pairs + [TextExample("", "", "0"), TextExample(long, pairs[0].pair, "0"),
+                    TextExample(pairs[1].text, long, "0"), TextExample(long, "", "0")]
 
 
 def as_inputs(pairs):
-    return {"sentence1": [p.s1 for p in pairs], "sentence2": [p.s2 for p in pairs]}
+    return {"sentence1": [p.text for p in pairs], "sentence2": [p.pair for p in pairs]}
 
 
 def export_tiny(root, tokenizer, pooling: str):
@@ -255,7 +253,7 @@ def test_predict_ids_answers_as_predict(exported, loaded):
     model_dir, _ = exported
     pairs = load_mrpc("test")[:24]
     tokenizer = load_finetuned(model_dir).tokenizer
-    arrays = encode_pairs(tokenizer, pairs, MAX_POSITIONS)
+    arrays = MrpcTask().encode(tokenizer, pairs, MAX_POSITIONS)
     mask = (arrays["input_ids"] != tokenizer.pad_id).astype(np.int32)
     # Garbage under the mask's zeros must not count: the mask, not the ids, says what is real.
     ids = np.where(mask == 1, arrays["input_ids"], 7)
@@ -277,7 +275,7 @@ def summaries(model_dir, sentences):
 
 @pytest.mark.slow
 def test_encode_is_the_vector_the_classifier_reads(exported, loaded):
-    sentences = [p.s1 for p in sample_pairs()]
+    sentences = [p.text for p in sample_pairs()]
     got = call(loaded, "encode", sentence=sentences)["embedding"]
     assert got.shape == (len(sentences), 16)
     np.testing.assert_allclose(got, summaries(exported[0], sentences), atol=1e-5)
@@ -290,7 +288,7 @@ def test_loaded_elsewhere_answers_as_predict(learned, tmp_path, pooling, request
     model_dir, version = (request.getfixturevalue("exported") if pooling == "mean"
                           else export_tiny(tmp_path, learned, pooling))
     pairs = sample_pairs()
-    sentences = [p.s2 for p in pairs]
+    sentences = [p.pair for p in pairs]
     answer = load_elsewhere(version, {"serving_default": as_inputs(pairs),
                                       "encode": {"sentence": sentences}})
     np.testing.assert_allclose(answer["serving_default"]["probability"],
@@ -313,7 +311,8 @@ def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path, xla):
     # predict encodes at MRPC's 128 tokens, not MiniLM's 512 positions: on the long pairs the
     # two lengths answer differently, so a model laid out at the positions' length would fail.
     head, tokenizer, _ = load_finetuned(minilm_mrpc)
-    at_positions = class_probabilities(head, encode_pairs(tokenizer, pairs[-4:], 512))[:, 1]
+    encoded = MrpcTask().encode(tokenizer, pairs[-4:], 512)
+    at_positions = class_probabilities(head, encoded)[:, 1]
     assert np.abs(at_positions - want[-4:]).max() > 0.01
     answer = load_elsewhere(version, {"serving_default": as_inputs(pairs)})
     np.testing.assert_allclose(answer["serving_default"]["probability"], want, atol=1e-5)
@@ -321,7 +320,7 @@ def test_minilm_loaded_elsewhere_answers_as_predict(minilm_mrpc, tmp_path, xla):
 
 def word_level_model(root) -> Path:
     pairs = load_mrpc("train")[:200]
-    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.s1, p.s2)])
+    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.text, p.pair)])
     return save_tiny_finetuned(root / "word", tokenizer, "cls")
 
 
@@ -342,7 +341,7 @@ def test_predict_ids_needs_no_tensorflow_text(learned, tmp_path):
                                printer=printed.append)
         assert (WORD_LEVEL_NOTE in printed) is not ids_only
         assert printed[-1].endswith("(signatures: predict_ids)")
-        arrays = encode_pairs(load_finetuned(model_dir).tokenizer, pairs, MAX_POSITIONS)
+        arrays = MrpcTask().encode(load_finetuned(model_dir).tokenizer, pairs, MAX_POSITIONS)
         inputs = {"input_ids": arrays["input_ids"].tolist(),
                   "token_type_ids": arrays["token_type_ids"].tolist(),
                   "attention_mask": (arrays["input_ids"] != 0).astype(int).tolist()}

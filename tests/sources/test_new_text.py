@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-from nlp_tutorials.sources.mrpc import MrpcPretrainingData
+from nlp_tutorials.sources.mrpc import HeldOutPairs, MrpcPretrainingData
 from nlp_tutorials.sources.source import PretrainingText, TextSettings, build_tokenizer
-from nlp_tutorials.tasks.mrpc import Pair
+from nlp_tutorials.tasks.glue import TextExample
 
 SENTENCES = [
     "the zebra crossed the river at dawn .",
@@ -23,15 +23,16 @@ SENTENCES = [
 
 
 class SentencesText(PretrainingText):
-    """A few sentences held in memory, each paired with the one after it."""
+    """A few sentences held in memory, each paired with the one after it; the last four pairs
+    held out, to score the run on."""
 
     def __init__(self, sentences):
-        self.pairs = [Pair(0, str(i), str(i + 1), first, second)
-                      for i, (first, second) in enumerate(zip(sentences, sentences[1:]))]
+        pairs = [TextExample(first, second, "0") for first, second in zip(sentences, sentences[1:])]
+        self.pairs, self.held_out_pairs = pairs[:-4], pairs[-4:]
 
     def new_tokenizer(self, settings: TextSettings):
         tokenizer = build_tokenizer(settings.tokenizer, settings.vocab_size,
-                                    [s for p in self.pairs for s in (p.s1, p.s2)])
+                                    [s for p in self.pairs for s in (p.text, p.pair)])
         return tokenizer, dataclasses.replace(
             settings, max_len=settings.max_len or self.default_max_len(tokenizer))
 
@@ -42,6 +43,10 @@ class SentencesText(PretrainingText):
         return MrpcPretrainingData(tokenizer, self.pairs, max_len=settings.max_len,
                                    seed=settings.seed)
 
+    def held_out(self, settings: TextSettings, tokenizer):
+        return HeldOutPairs(tokenizer, settings, self.pairs, self.held_out_pairs,
+                            "the last four pairs")
+
 
 def test_a_text_is_one_subclass_that_pretrain_reads(tmp_path):
     from nlp_tutorials.text.tokenization import load_tokenizer
@@ -51,7 +56,8 @@ def test_a_text_is_one_subclass_that_pretrain_reads(tmp_path):
     config = TrainConfig(model_dir=str(tmp_path / "run"), dim=32, layers=1, heads=2,
                          batch_size=4, steps=2, checkpoint_every=2, sample_every=100,
                          log_every=1)
-    run = pretrain(config, printer=lambda *_: None, text=SentencesText(SENTENCES))
+    printed = []
+    run = pretrain(config, printer=printed.append, text=SentencesText(SENTENCES))
     assert int(run.model.optimizer.iterations.numpy()) == 2
     assert run.config.max_len == 24  # the text's default length, recorded in the run
     model_dir = tmp_path / "run"
@@ -61,6 +67,8 @@ def test_a_text_is_one_subclass_that_pretrain_reads(tmp_path):
     vocab = load_tokenizer(model_dir).vocab
     assert "zebra" in vocab and "heron" in vocab  # learned from this text, not MRPC's
     assert len(vocab) < 60
+    # Scored on the four pairs it held out: one batch of 4.
+    assert "scored on the last four pairs: 1 batches of 4" in printed
     assert set(run.evaluation) >= {"mlm_accuracy", "nsp_accuracy"}
 
 

@@ -8,7 +8,7 @@ from nlp_tutorials.analysis.sentence_baselines import fit_majority
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import get_task
 from nlp_tutorials.tasks.metrics import accuracy, f1_score, mean_std
-from nlp_tutorials.tasks.mrpc import Pair
+from nlp_tutorials.tasks.glue import TextExample
 
 
 def test_hand_computed_case():
@@ -82,7 +82,7 @@ def majority_scores(train, scored) -> dict:
 
 
 def pairs(labels) -> list:
-    return [Pair(label, str(i), str(i), "a", "b") for i, label in enumerate(labels)]
+    return [TextExample("a", "b", str(label)) for label in labels]
 
 
 def test_majority_baseline_hand_computed():

@@ -8,7 +8,8 @@ from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS, get_task
 from nlp_tutorials.tasks.base import Task
 from nlp_tutorials.tasks.shapes import TOKEN, ClassPrediction
-from nlp_tutorials.tasks.mrpc import MrpcTask, Pair, load_mrpc
+from nlp_tutorials.tasks.glue import TextExample
+from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc
 from support import tiny_model
 
 
@@ -42,12 +43,12 @@ def test_mrpc_task_encodes_each_pair_as_the_tokenizer_encodes_it_alone():
     arrays = task.encode(tokenizer, pairs, 40)
     assert arrays["input_ids"].shape == arrays["token_type_ids"].shape == (30, 40)
     for row, pair in enumerate(pairs):
-        ids, types = tokenizer.encode(pair.s1, pair.s2, max_len=40)
+        ids, types = tokenizer.encode(pair.text, pair.pair, max_len=40)
         assert arrays["input_ids"][row].tolist() == ids
         assert arrays["token_type_ids"][row].tolist() == types
-    np.testing.assert_array_equal(arrays["labels"], [p.label for p in pairs])
+    np.testing.assert_array_equal(arrays["labels"], [int(p.label) for p in pairs])
     assert task.longest(tokenizer, pairs) == max(
-        len(tokenizer.encode(p.s1, p.s2)[0]) for p in pairs)
+        len(tokenizer.encode(p.text, p.pair)[0]) for p in pairs)
 
 
 def test_mrpc_predictions_are_the_softmax_arg_max_and_scores_match_scikit_learn():
@@ -62,7 +63,7 @@ def test_mrpc_predictions_are_the_softmax_arg_max_and_scores_match_scikit_learn(
     np.testing.assert_allclose([p.probabilities for p in predictions], want, rtol=1e-6)
     predicted = [p.label for p in predictions]
     assert predicted == (logits[:, 1] > logits[:, 0]).astype(int).tolist()
-    labels = [p.label for p in examples]
+    labels = [int(p.label) for p in examples]
     scores = task.score(examples, predictions)
     assert scores == {"accuracy": pytest.approx(accuracy_score(labels, predicted)),
                       "f1": pytest.approx(f1_score(labels, predicted))}
@@ -85,11 +86,11 @@ def test_mrpc_reads_predict_lines_and_writes_predict_s_columns():
              "1\t7\t8\tShares rose.\tShares went up.\r\n", "The cat sat.\tA cat sat.\n",
              "one sentence\n"]
     read = task.parse_lines(lines, "pairs.tsv")
-    assert next(read) == Pair(0, "3", "3", "Shares rose.", "Shares went up.")
-    assert next(read).s2 == "A cat sat."
+    assert next(read) == TextExample("Shares rose.", "Shares went up.", "0", "3")
+    assert next(read).pair == "A cat sat."
     with pytest.raises(UserError, match="pairs.tsv, line 5: expected two tab-separated"):
         next(read)
-    pair = Pair(0, "1", "1", "a", "b")
+    pair = TextExample("a", "b", "0", "1")
     probabilities = np.array([0.6, 0.4], np.float32)
     assert task.format_prediction(pair, ClassPrediction(0, probabilities)) == "0\t0.400\ta\tb"
     assert task.format_prediction(pair, ClassPrediction(1, probabilities[::-1])) == \
@@ -211,11 +212,12 @@ def test_label_names_round_trip_through_a_saved_model_and_predict_prints_them(
     loaded, _, loaded_task = load_finetuned(tmp_path)
     assert type(loaded_task) is ToyMood and loaded_task.labels == ("down", "even", "up")
     printed = []
-    lines = [f"{p.s1}\t{p.s2}\n" for p in pairs]
+    lines = [f"{p.text}\t{p.pair}\n" for p in pairs]
     assert predict(loaded, tokenizer, loaded_task, lines, "pairs.tsv",
                    printer=printed.append) == 6
-    probabilities = class_probabilities(head, loaded_task.encode(tokenizer, pairs, 16))
-    want = [f"{('down', 'even', 'up')[np.argmax(p)]}\t{p.max():.3f}\t{pair.s1}\t{pair.s2}"
+    # MRPC's encoding: the same inputs, with the pairs' own labels ("0", "1").
+    probabilities = class_probabilities(head, get_task("mrpc").encode(tokenizer, pairs, 16))
+    want = [f"{('down', 'even', 'up')[np.argmax(p)]}\t{p.max():.3f}\t{pair.text}\t{pair.pair}"
             for p, pair in zip(probabilities, pairs)]
     assert printed == want
 

@@ -4,17 +4,12 @@ import sys
 import numpy as np
 import pytest
 
-from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR, Pair, load_mrpc
+from nlp_tutorials.tasks.glue import TextExample
+from nlp_tutorials.tasks.mrpc import DEFAULT_DATA_DIR, MrpcTask, load_mrpc
 from nlp_tutorials.text.nsp import IS_NEXT, NOT_NEXT, nsp_pairing
 from nlp_tutorials.sources.mrpc import MrpcPretrainingData
 from nlp_tutorials.text.masking import default_max_predictions, mask_tokens
-from nlp_tutorials.text.packing import (
-    encode_pair,
-    encode_pairs,
-    longest_pair_length,
-    pair_tokens,
-    trim_padding,
-)
+from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.tokenization import WordPieceTokenizer, WordTokenizer
 
@@ -28,7 +23,7 @@ def train():
 
 @pytest.fixture(scope="module")
 def tokenizer(train):
-    return WordTokenizer.build(s for p in train for s in (p.s1, p.s2))
+    return WordTokenizer.build(s for p in train for s in (p.text, p.pair))
 
 
 @pytest.fixture(scope="module")
@@ -47,16 +42,15 @@ def assert_one_line(err, *parts):
 
 def test_real_files(train):
     test = load_mrpc("test", DEFAULT_DATA_DIR)
-    assert (len(train), sum(p.label for p in train)) == (4076, 2753)
-    assert (len(test), sum(p.label for p in test)) == (1725, 1147)
-    assert train[0] == Pair(
-        1, "702876", "702977",
+    assert (len(train), sum(p.label == "1" for p in train)) == (4076, 2753)
+    assert (len(test), sum(p.label == "1" for p in test)) == (1725, 1147)
+    assert train[0] == TextExample(
         'Amrozi accused his brother, whom he called "the witness", of deliberately distorting '
         'his evidence.',
         'Referring to him as only "the witness", Amrozi accused his brother of deliberately '
-        'distorting his evidence.')
+        'distorting his evidence.', "1")
     # An unclosed quote stays inside its sentence instead of swallowing the next lines.
-    assert any(p.s2.startswith('"') and p.s2.count('"') == 1 for p in train)
+    assert any(p.pair.startswith('"') and p.pair.count('"') == 1 for p in train)
 
 
 def write_mrpc(tmp_path, body: bytes, name="msr_paraphrase_train.txt"):
@@ -66,18 +60,18 @@ def write_mrpc(tmp_path, body: bytes, name="msr_paraphrase_train.txt"):
 
 def test_small_file_with_lf_and_trailing_blank_line(tmp_path):
     write_mrpc(tmp_path, (HEADER + '\n0\t1\t2\t"Hi\tthere\n\n').encode())
-    assert load_mrpc("train", tmp_path) == [Pair(0, "1", "2", '"Hi', "there")]
+    assert load_mrpc("train", tmp_path) == [TextExample('"Hi', "there", "0")]
 
 
 @pytest.mark.parametrize("body, expected", [
-    (b"", "empty"),
-    (b"\xef\xbb\xbf\r\n", "empty"),
-    (b"Quality\tID\r\n1\ta\tb\tc\td\r\n", ":1:"),
-    (HEADER.encode() + b"\r\n", "no sentence pairs"),
+    (b"", "holds no MRPC examples"),
+    (b"\xef\xbb\xbf\r\n", "holds no MRPC examples"),
+    (b"Quality\tID\r\n1\ta\tb\tc\td\r\n", ":1: no column '#1 String'"),
+    (HEADER.encode() + b"\r\n", "holds no MRPC examples"),
     (HEADER.encode() + b"\r\n1\ta\tb\tc\td\r\n1\ta\tb\tc\r\n", ":3: expected 5"),
     (HEADER.encode() + b"\r\n1\ta\tb\tc\td\r\n\r\n1\ta\tb\tc\td\r\n", ":3: expected 5"),
-    (HEADER.encode() + b"\r\n2\ta\tb\tc\td\r\n", ":2: Quality"),
-    (HEADER.encode() + b"\r\nyes\ta\tb\tc\td\r\n", ":2: Quality"),
+    (HEADER.encode() + b"\r\n2\ta\tb\tc\td\r\n", ":2: unknown label '2'"),
+    (HEADER.encode() + b"\r\nyes\ta\tb\tc\td\r\n", ":2: unknown label 'yes'"),
     (HEADER.encode() + b"\r\n1\ta\tb\tc\td\r\n0\ta\tb\tc\xff\td\r\n", ":3: not valid UTF-8"),
 ])
 def test_bad_files(tmp_path, body, expected):
@@ -106,11 +100,11 @@ def test_unknown_split():
 
 def test_encode_pair_layout_and_segments(tokenizer):
     a, b = ["the", "company"], ["a", "dog", "ran"]
-    ids, types = encode_pair(tokenizer, a, b, 9)
+    ids, types = tokenizer.encode_tokens(a, b, 9)
     assert ids == [2] + tokenizer.convert_tokens_to_ids(a) + [3] \
         + tokenizer.convert_tokens_to_ids(b) + [3, 0]
     assert types == [0, 0, 0, 0, 1, 1, 1, 1, 0]
-    ids, types = encode_pair(tokenizer, a, None, 6)
+    ids, types = tokenizer.encode_tokens(a, None, 6)
     assert ids == [2] + tokenizer.convert_tokens_to_ids(a) + [3, 0, 0]
     assert types == [0] * 6
 
@@ -126,29 +120,30 @@ def test_encode_pair_layout_and_segments(tokenizer):
 def test_longest_first_truncation(tokenizer, len_a, len_b, max_len, kept):
     words = tokenizer.vocab[5:]
     a, b = words[:len_a], words[100:100 + len_b]
-    ids, types = encode_pair(tokenizer, a, b, max_len)
+    ids, types = tokenizer.encode_tokens(a, b, max_len)
     expected = ([2] + tokenizer.convert_tokens_to_ids(a[:kept[0]]) + [3]
                 + tokenizer.convert_tokens_to_ids(b[:kept[1]]) + [3])
     assert ids == expected + [0] * (max_len - len(expected))
     assert types.count(1) == kept[1] + 1
 
 
-def test_encode_pairs_matches_encode_pair(tokenizer, train):
+def test_mrpc_encoding_matches_encoding_each_pair_alone(tokenizer, train):
     # Its speed (every MRPC pair in under 2 s) is benchmarks/encoding_speed.py's to measure.
     pairs = train + load_mrpc("test")
-    encoded = encode_pairs(tokenizer, pairs, 64)
+    encoded = MrpcTask().encode(tokenizer, pairs, 64)
     assert encoded["input_ids"].shape == encoded["token_type_ids"].shape == (len(pairs), 64)
     assert all(v.dtype == np.int32 for v in encoded.values())
-    assert encoded["labels"].tolist() == [p.label for p in pairs]
-    for i, (a, b) in enumerate(pair_tokens(tokenizer, pairs[::97])):
-        ids, types = encode_pair(tokenizer, a, b, 64)
+    assert encoded["labels"].tolist() == [int(p.label) for p in pairs]
+    for i, pair in enumerate(pairs[::97]):
+        ids, types = tokenizer.encode_tokens(tokenizer.tokenize(pair.text),
+                                             tokenizer.tokenize(pair.pair), 64)
         assert encoded["input_ids"][i * 97].tolist() == ids
         assert encoded["token_type_ids"][i * 97].tolist() == types
 
 
-def test_longest_pair_length(tokenizer, train):
-    longest = longest_pair_length(tokenizer, train)
-    encoded = encode_pairs(tokenizer, train, longest)
+def test_mrpc_longest_pair_length(tokenizer, train):
+    longest = MrpcTask().longest(tokenizer, train)
+    encoded = MrpcTask().encode(tokenizer, train, longest)
     assert (encoded["input_ids"] != 0).sum(axis=1).max() == longest
     assert (encoded["input_ids"][:, -1] != 0).any()
 
@@ -296,8 +291,8 @@ def test_nsp_random_mode():
 
 
 def test_nsp_paraphrase_mode(train):
-    second, labels = nsp_pairing(50, "paraphrase", None, labels=[p.label for p in train[:50]])
-    assert labels.tolist() == [p.label for p in train[:50]]
+    second, labels = nsp_pairing(50, "paraphrase", None, labels=[int(p.label) for p in train[:50]])
+    assert labels.tolist() == [int(p.label) for p in train[:50]]
     assert second.tolist() == list(range(50))  # every pair keeps its own second sentence
 
 
@@ -328,7 +323,7 @@ def test_epoch_unmasked_is_clean(pretraining, tokenizer, train):
     epoch = pretraining.epoch(np.random.default_rng(5), masked=False, shuffle=False)
     assert set(epoch) == {"input_ids", "token_type_ids", "nsp_labels"}
     assert not (epoch["input_ids"] == tokenizer.mask_id).any()
-    encoded = encode_pairs(tokenizer, train, pretraining.max_len)
+    encoded = MrpcTask().encode(tokenizer, train, pretraining.max_len)
     is_next = epoch["nsp_labels"] == IS_NEXT
     assert (epoch["input_ids"][is_next] == encoded["input_ids"][is_next]).all()
     assert (epoch["token_type_ids"][is_next] == encoded["token_type_ids"][is_next]).all()
@@ -337,7 +332,7 @@ def test_epoch_unmasked_is_clean(pretraining, tokenizer, train):
 
 @pytest.mark.slow
 def test_whole_word_epoch_with_wordpiece(train):
-    wordpiece = WordPieceTokenizer.train([s for p in train for s in (p.s1, p.s2)], 2000)
+    wordpiece = WordPieceTokenizer.train([s for p in train for s in (p.text, p.pair)], 2000)
     data = MrpcPretrainingData(wordpiece, train[:500], seed=3, whole_word_mask=True)
     examples = data.epoch(0)
     rows = np.broadcast_to(np.arange(500)[:, None], examples["mlm_positions"].shape)
@@ -353,7 +348,7 @@ def test_whole_word_epoch_with_wordpiece(train):
 def test_epoch_paraphrase_mode(tokenizer, train):
     data = MrpcPretrainingData(tokenizer, train[:300], max_len=48, nsp_mode="paraphrase")
     epoch = data.epoch(0, shuffle=False)
-    assert epoch["nsp_labels"].tolist() == [p.label for p in train[:300]]
+    assert epoch["nsp_labels"].tolist() == [int(p.label) for p in train[:300]]
     assert epoch["input_ids"].shape == (300, 48)
 
 

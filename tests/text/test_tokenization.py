@@ -24,7 +24,7 @@ from nlp_tutorials.text.tokenization import (
 
 @pytest.fixture(scope="module")
 def mrpc_tokenizer():
-    return WordTokenizer.build(s for p in load_mrpc("train") for s in (p.s1, p.s2))
+    return WordTokenizer.build(s for p in load_mrpc("train") for s in (p.text, p.pair))
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +89,9 @@ def test_min_count(small):
 
 
 def test_vocab_comes_from_train_only(mrpc_tokenizer):
-    train_words = {t for p in load_mrpc("train") for s in (p.s1, p.s2)
+    train_words = {t for p in load_mrpc("train") for s in (p.text, p.pair)
                    for t in mrpc_tokenizer.tokenize(s)}
-    test_only = sorted({t for p in load_mrpc("test") for s in (p.s1, p.s2)
+    test_only = sorted({t for p in load_mrpc("test") for s in (p.text, p.pair)
                         for t in mrpc_tokenizer.tokenize(s)} - train_words)
     assert test_only  # MRPC's test set has words the train set lacks
     assert set(mrpc_tokenizer.vocab[5:]) == train_words
@@ -153,7 +153,7 @@ def test_save_load_round_trip(tmp_path, mrpc_tokenizer):
     loaded = load_tokenizer(tmp_path)
     assert isinstance(loaded, WordTokenizer) and loaded.vocab == mrpc_tokenizer.vocab
     for p in load_mrpc("test")[:200]:
-        assert loaded.encode(p.s1, p.s2, 64) == mrpc_tokenizer.encode(p.s1, p.s2, 64)
+        assert loaded.encode(p.text, p.pair, 64) == mrpc_tokenizer.encode(p.text, p.pair, 64)
 
 
 def test_load_missing_files(tmp_path, small):

@@ -57,7 +57,8 @@ def test_every_mrpc_sentence_matches_the_reference(minilm_dir, reference):
     tokenizer = load_tokenizer(minilm_dir)
     assert isinstance(tokenizer, WordPieceTokenizer)
     assert tokenizer.lower_case is reference["do_lower_case"] is True
-    sentences = [s for split in ("train", "test") for p in load_mrpc(split) for s in (p.s1, p.s2)]
+    sentences = [s for split in ("train", "test") for p in load_mrpc(split)
+                 for s in (p.text, p.pair)]
     assert len(sentences) == len(reference["hashes"])
     ids = [tokenizer.encode(s)[0] for s in sentences]
     differ = [i for i, (got, want) in enumerate(zip(ids, reference["hashes"]))
@@ -72,7 +73,7 @@ def test_every_mrpc_sentence_matches_the_reference(minilm_dir, reference):
 @needs_minilm
 def test_pairs_match_the_reference(minilm_dir, reference):
     tokenizer = WordPieceTokenizer.from_vocab(minilm_dir / "vocab.txt")
-    sentences = [s for p in load_mrpc("train")[:len(reference["pairs"])] for s in (p.s1, p.s2)]
+    sentences = [s for p in load_mrpc("train")[:len(reference["pairs"])] for s in (p.text, p.pair)]
     for pair in reference["pairs"]:
         i = pair["index"]
         assert tokenizer.encode(sentences[i], sentences[i + 1]) == (
@@ -214,10 +215,10 @@ def test_learn_vocab_too_small():
 
 @pytest.mark.slow
 def test_trained_on_mrpc_is_reproducible_and_covers_train():
-    train = [s for p in load_mrpc("train") for s in (p.s1, p.s2)]
+    train = [s for p in load_mrpc("train") for s in (p.text, p.pair)]
     code = ("import sys, hashlib; from nlp_tutorials.tasks.mrpc import load_mrpc;"
             "from nlp_tutorials.tokenization import WordPieceTokenizer as W;"
-            "t = W.train([s for p in load_mrpc('train') for s in (p.s1, p.s2)], 2000);"
+            "t = W.train([s for p in load_mrpc('train') for s in (p.text, p.pair)], 2000);"
             "print(hashlib.sha256('\\n'.join(t.vocab).encode()).hexdigest())")
     runs = {subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                            text=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout

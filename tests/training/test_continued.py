@@ -31,7 +31,8 @@ def mrpc_vocab(size: int) -> list[str]:
     from nlp_tutorials.text.tokenization import WordPieceTokenizer
 
     basic = WordPieceTokenizer(SPECIALS + ["the"])
-    counts = collections.Counter(word for pair in load_mrpc("train") for text in (pair.s1, pair.s2)
+    counts = collections.Counter(word for pair in load_mrpc("train")
+                                 for text in (pair.text, pair.pair)
                                  for word in basic.basic_tokenize(text))
     return SPECIALS + [word for word, _ in counts.most_common(size - len(SPECIALS))]
 
@@ -194,7 +195,7 @@ def test_a_run_of_several_seeds_from_a_checkpoint_without_heads_says_nothing_of_
     pairs = load_mrpc("train")[:40]
     for split, rows in (("train", pairs[:32]), ("dev", pairs[32:])):
         lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
-                 *[f"{p.label}\t{p.id1}\t{p.id2}\t{p.s1}\t{p.s2}" for p in rows]]
+                 *[f"{p.label}\t{i}\t{i}\t{p.text}\t{p.pair}" for i, p in enumerate(rows)]]
         (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     printed = []
     finetune(FinetuneConfig(init_from=str(headless), data=str(tmp_path),
@@ -333,7 +334,7 @@ def mrpc_corpus(path: Path, documents: int = 12, sentences: int = 6) -> Path:
     ``sentences`` consecutive ones a document, a blank line between documents."""
     from nlp_tutorials.tasks.mrpc import load_mrpc
 
-    lines = [pair.s1 for pair in load_mrpc("train")[:documents * sentences]]
+    lines = [pair.text for pair in load_mrpc("train")[:documents * sentences]]
     blocks = ["\n".join(lines[i:i + sentences]) for i in range(0, len(lines), sentences)]
     path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
     return path

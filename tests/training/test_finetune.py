@@ -101,7 +101,7 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
     from nlp_tutorials.text.tokenization import WordTokenizer
 
     pairs = load_mrpc("test")[:20]
-    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.s1, p.s2)])
+    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.text, p.pair)])
     keras.utils.set_random_seed(0)
     head = SequenceClassifier(BERT(ModelConfig(
         vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
@@ -113,10 +113,10 @@ def test_a_saved_head_reloads_and_predicts_pairs_in_order(tmp_path):
     np.testing.assert_allclose(class_probabilities(loaded, arrays),
                                class_probabilities(head, arrays), atol=1e-6)
     printed = []
-    lines = [f"{p.s1}\t{p.s2}\n" for p in pairs[:3]]
+    lines = [f"{p.text}\t{p.pair}\n" for p in pairs[:3]]
     assert predict(loaded, loaded_tokenizer, task, lines, "pairs.tsv", printer=printed.append,
                    chunk=2) == 3
-    assert [line.split("\t")[2:] for line in printed] == [[p.s1, p.s2] for p in pairs[:3]]
+    assert [line.split("\t")[2:] for line in printed] == [[p.text, p.pair] for p in pairs[:3]]
 
 
 @pytest.mark.slow

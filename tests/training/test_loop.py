@@ -185,9 +185,9 @@ def sources(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("sources")
     pairs = load_mrpc("train")[:120]
-    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.s1, p.s2)])
+    tokenizer = WordTokenizer.build([s for p in pairs for s in (p.text, p.pair)])
     corpus = folder / "corpus.txt"
-    corpus.write_text("".join(f"{p.s1}\n{p.s2}\n\n" for p in pairs), encoding="utf-8")
+    corpus.write_text("".join(f"{p.text}\n{p.pair}\n\n" for p in pairs), encoding="utf-8")
     quiet = {"printer": lambda _: None}
     prepare_shards(str(corpus), folder / "shards", 2, tokenizer, 32, 1, **quiet)
     return tokenizer, {

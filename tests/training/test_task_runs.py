@@ -152,10 +152,9 @@ def test_task_json_keeps_what_predict_and_evaluate_need(finetuned):
 
 
 def test_evaluate_scores_and_writes_what_the_head_predicts(finetuned, glue_folder, tmp_path):
-    from nlp_tutorials.tasks.mrpc import read_mrpc_file
     from nlp_tutorials.finetuned.evaluation import evaluate_model
     from nlp_tutorials.finetuned.folders import load_finetuned
-    from nlp_tutorials.text.packing import encode_pairs
+    from nlp_tutorials.tasks.mrpc import MrpcTask
 
     folder, _, _ = finetuned
     printed = []
@@ -163,12 +162,12 @@ def test_evaluate_scores_and_writes_what_the_head_predicts(finetuned, glue_folde
                             dev_size=FinetuneConfig.dev_size)
     # Independently: the head's own logits on the dev pairs, arg-maxed and scored in numpy.
     head, tokenizer, _ = load_finetuned(folder)
-    pairs = read_mrpc_file(glue_folder / "dev.tsv")
-    arrays = encode_pairs(tokenizer, pairs, 48)
+    pairs = MrpcTask().read_file(glue_folder / "dev.tsv")
+    arrays = MrpcTask().encode(tokenizer, pairs, 48)
     logits = head({"input_ids": arrays["input_ids"], "token_type_ids": arrays["token_type_ids"]},
                   training=False).numpy()
     predicted = logits.argmax(axis=1)
-    labels = np.array([p.label for p in pairs])
+    labels = np.array([int(p.label) for p in pairs])
     assert scores["accuracy"] == pytest.approx(np.mean(predicted == labels))
     metrics = json.loads((tmp_path / "metrics_dev.json").read_text())
     assert metrics["examples"] == 40 and metrics["scores"]["accuracy"] == pytest.approx(
