@@ -36,12 +36,6 @@ DIFFERENT_SETTINGS = {
     ("batch_size", 64): "the date model's dates per step, and the examples per forward pass "
                         "when a fine-tuned model answers",
 }
-# One setting restated by a module that loads TensorFlow, below the settings that declare its
-# flag (and so unable to import from them): each is to be shared through a module both can
-# import, as system/model_files.py shares the model folder's file names.
-RESTATED_BELOW = {
-    ("nsp_mode", "random"): "sources/mrpc.py",
-}
 
 
 class Declared(NamedTuple):
@@ -146,7 +140,7 @@ def declared_twice(root: Path) -> dict:
 
 def test_each_default_is_declared_once():
     twice = declared_twice(PACKAGE)
-    explained = {**DIFFERENT_SETTINGS, **RESTATED_BELOW}
+    explained = DIFFERENT_SETTINGS
     unexplained = {key: places for key, places in twice.items() if key not in explained}
     assert not unexplained, "defaults declared twice (use one constant):\n" + "\n".join(
         f"{name} = {value!r}: {', '.join(places)}" for (name, value), places in

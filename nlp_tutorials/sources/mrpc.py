@@ -24,7 +24,7 @@ from nlp_tutorials.sources.source import (
 )
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.text.masking import default_max_predictions, mask_with_tokenizer, num_to_mask
-from nlp_tutorials.text.nsp import check_nsp_mode, nsp_pairing
+from nlp_tutorials.text.nsp import NSP_MODES, check_nsp_mode, nsp_pairing
 from nlp_tutorials.text.tokenization import pad_ragged
 
 
@@ -56,7 +56,7 @@ class MrpcPretrainingData:
 
     input_pipelines = 1  # every process feeds the whole global batch
 
-    def __init__(self, tokenizer, pairs, max_len=None, nsp_mode="random", max_predictions=None,
+    def __init__(self, tokenizer, pairs, max_len=None, nsp_mode=NSP_MODES[0], max_predictions=None,
                  seed=0, mask_prob=0.15, whole_word_mask=False):
         if not pairs:
             raise UserError("no sentence pairs to pre-train on")

@@ -8,7 +8,7 @@ import numpy as np
 from nlp_tutorials.system.errors import UserError
 
 
-NSP_MODES = ("random", "paraphrase")
+NSP_MODES = ("random", "paraphrase")  # the first is the default (train --nsp-mode)
 
 
 IS_NEXT, NOT_NEXT = 0, 1  # BERT's and HuggingFace's next-sentence labels

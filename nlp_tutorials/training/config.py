@@ -11,21 +11,14 @@ from pathlib import Path
 from nlp_tutorials.models.config import POOLINGS, ModelConfig
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import require_folder
-from nlp_tutorials.system.settings import (
-    Settings,
-    checked,
-    default_of,
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    probability,
-    setting,
-)
+from nlp_tutorials.system.settings import (Settings, checked, default_of, non_negative_float,
+                                           non_negative_int, positive_float, positive_int,
+                                           probability, setting)
 from nlp_tutorials.system.values import check_integer, refuse
 from nlp_tutorials.tasks import TASKS, dates, get_task, named_tasks, task_flag_help
 from nlp_tutorials.tasks.base import DEFAULT_STRIDE, DEV_SIZE_HELP
 from nlp_tutorials.tasks.squad_files import squad_version
+from nlp_tutorials.text.nsp import NSP_MODES
 from nlp_tutorials.training.distribute import (
     check_flags,
     cpu_replicas_setting,
@@ -103,9 +96,9 @@ class TrainConfig(Settings):
     max_len: int = setting(0, "tokens per sequence", kind=positive_int,
                            default_help="the longest MRPC train pair; 128 with --corpus; the "
                                         "shards' with --data")
-    nsp_mode: str = setting("random", "next-sentence task: 'random' (BERT's IsNext/NotNext) or "
+    nsp_mode: str = setting(NSP_MODES[0], "next-sentence task: 'random' (BERT's IsNext/NotNext) or "
                                       "'paraphrase' (the MRPC label)",
-                            choices=("random", "paraphrase"))
+                            choices=NSP_MODES)
     tokenizer: str = setting("word", "'word' (whole words) or 'wordpiece' (BERT's sub-words, a "
                                      "vocabulary learned from the text)", choices=TOKENIZERS)
     vocab_size: int = setting(8000, "WordPiece vocabulary size, special tokens and characters "
