@@ -194,9 +194,11 @@ BREAKAGES = (
     Breakage("analysis/bertology: importance measured once, not again after each pruning step",
              BERTOLOGY,
              "    while reached < share:\n        reached = min(share, reached + step)\n"
-             "        measured = importance(head, arrays, mask)\n",
-             "    measured = importance(head, arrays, mask)\n"
-             "    while reached < share:\n        reached = min(share, reached + step)\n",
+             "        measured = importance(head, arrays, mask, display and display.named(\n",
+             "    measured = importance(head, arrays, mask, display and display.named(\n"
+             "            f\"pruning to {reached:.0%}\"))\n"
+             "    while reached < share:\n        reached = min(share, reached + step)\n"
+             "        (display and display.named(\n",
              tests(BERTOLOGY_TESTS, ITERATIVE)),
     Breakage("analysis/bertology: heads pruned before are chosen again", BERTOLOGY,
              "            if (chosen := [h for h in range(heads) if not mask[layer, h]\n"
@@ -217,13 +219,13 @@ BREAKAGES = (
              "    randoms = [least_first for _ in range(random_orders)]",
              tests(BERTOLOGY_TESTS, STUDY)),
     Breakage(RANDOM_ORDER + "comes from random orders drawn anew at each share", BERTOLOGY,
-             "        count = round(share * layers * heads)\n",
-             "        count = round(share * layers * heads)\n"
+             "        scored = []\n",
+             "        scored = []\n"
              "        randoms = [rng.permutation(layers * heads) for _ in range(random_orders)]\n",
              tests(BERTOLOGY_TESTS, STUDY)),
     Breakage("analysis/bertology: a share's head count truncated instead of rounded", BERTOLOGY,
-             "        count = round(share * layers * heads)",
-             "        count = int(share * layers * heads)", tests(BERTOLOGY_TESTS, STUDY)),
+             "mask_of(order[:round(share * layers * heads)]",
+             "mask_of(order[:int(share * layers * heads)]", tests(BERTOLOGY_TESTS, STUDY)),
     Breakage("models/trainable: `fit`'s step runs with `training=False`", TRAINABLE,
              "return self._track(self.step(data, training=True))",
              "return self._track(self.step(data, training=False))",
