@@ -84,6 +84,8 @@ class SentenceTask(Task):
     shape = SEQUENCE
     pair = False  # two texts an example, or one
     regression = False  # a score (float) per example instead of a label
+    # Baselines: also a threshold on the words the two sentences share (MRPC's yardstick).
+    overlap_baseline = False
 
     @property
     def unit(self) -> str:
