@@ -109,6 +109,8 @@ class PretrainingText(abc.ABC):
     # The held-out sentence pairs, when the text has them as pairs (MRPC's test split): the
     # attention export draws them rather than read MRPC's test file again.
     test_pairs = None
+    # What the run says when :meth:`held_out` is None.
+    unscored = "no held-out text: the run is not scored"
 
     @abc.abstractmethod
     def new_tokenizer(self, settings: TextSettings):
