@@ -224,6 +224,9 @@ def read_description(directory) -> dict:
                         f"folder as `prepare` wrote it")
     if held_out and held_out["examples"]:
         shards.append(directory / held_out["file"])
+    elif held_out and (directory / held_out["file"]).stat().st_size:
+        raise UserError(f"{directory / held_out['file']}: not empty, but {DESCRIPTION_NAME} "
+                        f"says it holds 0 examples; expected the folder as `prepare` wrote it")
     for shard in shards:
         problem = first_record_problem(shard, description)
         if problem:

@@ -167,6 +167,11 @@ def test_the_held_out_file_is_checked_as_the_shards_are(shards):
     write_records(held_out, [foreign_example()])
     assert refusal(shards) == (f"{held_out}: record 1 has no int64 feature 'input_ids'; "
                                f"{EXPECTED}")
+    edit_description(shards, held_out={"file": held_out.name, "examples": 0})
+    assert refusal(shards) == (f"{held_out}: not empty, but corpus.json says it holds 0 "
+                               f"examples; expected the folder as `prepare` wrote it")
+    held_out.write_bytes(b"")
+    assert read_description(shards)["held_out"]["examples"] == 0
     held_out.unlink()
     assert refusal(shards) == (f"--data {shards}: held-out file held-out.tfrecord listed in "
                                f"corpus.json is missing")
