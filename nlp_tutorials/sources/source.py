@@ -139,7 +139,7 @@ class PretrainingText(abc.ABC):
 
     def held_out(self, settings: TextSettings, tokenizer) -> HeldOutText | None:
         """The part of the text the run never trains on, to score it once trained; by
-        default none (the run says so, and is not scored)."""
+        default none (the run says :attr:`unscored`, and is not scored)."""
         return None
 
 
