@@ -140,7 +140,8 @@ def read_corpus(folder: Path):
 
 
 def read_shards(folder: Path):
-    """``train --data FOLDER``: corpus.json, the vocabulary and each shard's first record."""
+    """``train --data FOLDER``: corpus.json, the vocabulary and the first record of each
+    shard and of the held-out file."""
     from nlp_tutorials.sources.shards import read_description
 
     return read_description(folder)
@@ -290,7 +291,8 @@ READERS = {reader.name: reader for reader in [
            ("corpus.txt",), read_corpus, delimiter=b" "),
     Reader("shard-folder", shard_seed,
            ("corpus.json", "vocab.txt", "tokenizer_config.json",
-            "shard-00000-of-00002.tfrecord", "shard-00001-of-00002.tfrecord"),
+            "shard-00000-of-00002.tfrecord", "shard-00001-of-00002.tfrecord",
+            "held-out.tfrecord"),
            read_shards, kind="tfrecord"),
 ]}
 

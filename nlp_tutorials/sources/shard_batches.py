@@ -7,7 +7,8 @@ are fixed at ``prepare``, the masking is not), all prefetched. Under several wor
 only its own shards (:func:`worker_files`), so no example is read twice in an epoch. A record
 damaged after the first of its shard (which :func:`~nlp_tutorials.sources.shards.read_description`
 checks before any of this) is named when training meets it
-(:meth:`ShardData.naming_damaged_shards`).
+(:meth:`ShardData.naming_damaged_shards`). Once trained, the run is scored on the held-out file
+``prepare`` wrote beside the shards (:class:`ShardHeldOut`), read and masked the same way.
 """
 import dataclasses
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nlp_tutorials.sources.corpus_text import BASELINE_BATCHES, CorpusHeldOut
 from nlp_tutorials.sources.shards import (
     RECORDS_EXPECTED,
     check_same_tokenizer,
@@ -22,6 +24,7 @@ from nlp_tutorials.sources.shards import (
     read_description,
 )
 from nlp_tutorials.sources.source import (
+    HELD_OUT_SEED_OFFSET,
     PretrainingText,
     TextSettings,
     refuse_vocab_size_without_wordpiece,
@@ -194,29 +197,67 @@ class ShardData:
             self.dataset(batch_size, masked, start), self.tokenizer.pad_id, length_multiple))
 
     def naming_damaged_shards(self, batches):
-        """``batches``, but a record ``tf.data`` cannot read or parse mid-run (a shard damaged
-        after its first record) ends the run with one line naming the shard and the record.
+        """``batches``, a damaged record met mid-run named (:func:`naming_damaged_records`)."""
+        return naming_damaged_records(batches, self.files, self.description)
 
-        TensorFlow's error names neither (the files are read several at a time), so this
-        worker's shards are read again, each record checked, to find it; the error stays as it
-        was when every record reads well.
-        """
-        import tensorflow as tf
 
-        batches = iter(batches)
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
-                for path in self.files:
-                    problem = damaged_record(path, self.description)
-                    if problem:
-                        raise UserError(f"{path}: {problem}, met during training; expected "
-                                        f"{RECORDS_EXPECTED}") from None
-                raise
-            yield batch
+def naming_damaged_records(batches, files, description: dict):
+    """``batches`` (read from ``files``), but a record ``tf.data`` cannot read or parse (a
+    file damaged after its first record) ends the run with one line naming the file and the
+    record.
+
+    TensorFlow's error names neither (the files are read several at a time), so ``files`` are
+    read again, each record checked, to find it; the error stays as it was when every record
+    reads well.
+    """
+    import tensorflow as tf
+
+    batches = iter(batches)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
+            for path in files:
+                problem = damaged_record(path, description)
+                if problem:
+                    raise UserError(f"{path}: {problem}, met during training; expected "
+                                    f"{RECORDS_EXPECTED}") from None
+            raise
+        yield batch
+
+
+class ShardHeldOut:
+    """The held-out file of a ``--data`` folder: the pairs ``prepare`` made of the corpus'
+    held-out documents, which the shards do not hold. Parsed and masked as training batches
+    are (:func:`parse_batch`, :func:`batch_masker`), in file order, with one fixed masking;
+    the baseline's masks are those of the shards' first :data:`BASELINE_BATCHES` batches."""
+
+    described = CorpusHeldOut.described
+
+    def __init__(self, directory, tokenizer, settings: TextSettings):
+        self.directory, self.tokenizer, self.settings = Path(directory), tokenizer, settings
+        self.description = read_description(directory)
+        self.path = self.directory / self.description["held_out"]["file"]
+
+    def batches(self, batch_size: int, masked: bool = True) -> list[dict]:
+        max_len = self.description["max_len"]
+        batches = (example_dataset([str(self.path)], seed=0, shuffle=False)
+                   .batch(batch_size, drop_remainder=True)
+                   .map(lambda serialized: parse_batch(serialized, max_len)))
+        if masked:
+            batches = batches.enumerate().map(batch_masker(
+                self.tokenizer, self.settings.seed + HELD_OUT_SEED_OFFSET, 0, max_len,
+                self.settings.whole_word_mask))
+        return list(naming_damaged_records(batches, [self.path], self.description))
+
+    def train_masked_ids(self, batch_size: int) -> np.ndarray:
+        trained = training_dataset(self.directory, self.tokenizer, batch_size,
+                                   self.settings.seed,
+                                   whole_word_mask=self.settings.whole_word_mask)
+        return np.concatenate([batch["mlm_ids"].numpy()[batch["mlm_weights"].numpy() > 0]
+                               for batch in trained.take(BASELINE_BATCHES)])
 
 
 def damaged_record(path, description: dict) -> str | None:
@@ -291,3 +332,15 @@ class ShardText(PretrainingText):
                printer) -> ShardData:
         return ShardData(self.directory, tokenizer, seed=settings.seed,
                          whole_word_mask=settings.whole_word_mask, worker=worker)
+
+    def held_out(self, settings: TextSettings, tokenizer) -> ShardHeldOut | None:
+        """The held-out file; None for a folder prepared before ``prepare`` wrote one."""
+        if "held_out" not in read_description(self.directory):
+            return None
+        return ShardHeldOut(self.directory, tokenizer, settings)
+
+    @property
+    def unscored(self) -> str:
+        return (f"--data {self.directory} has no held-out documents (prepared before "
+                f"`prepare` wrote them apart): the run is not scored; prepare the corpus again "
+                f"to score on them")

@@ -5,9 +5,14 @@
 shard files in turn: ``input_ids`` (``[CLS] A [SEP] B [SEP]``, no padding), ``token_type_ids``
 and ``nsp_label``. Beside them go the tokenizer (``vocab.txt``, ``tokenizer_config.json``) and
 ``corpus.json``, which names the shards with their example counts, ``max_len`` and the
-vocabulary's SHA-256. The folder is written under a temporary name and renamed when complete,
-so a failed or killed ``prepare`` leaves no half-written ``--output``; the temporary folder a
-killed one leaves beside it is removed by the next ``prepare`` into the same ``--output``.
+vocabulary's SHA-256. The corpus' held-out documents
+(:func:`~nlp_tutorials.sources.corpus.held_out_document`, the ones a ``train --corpus`` run
+holds out) are paired among themselves into a file of their own, :data:`HELD_OUT_NAME`,
+named in ``corpus.json`` under ``held_out``: the shards never hold them, and ``train --data``
+is scored on them (:class:`~nlp_tutorials.sources.shard_batches.ShardHeldOut`). The folder is
+written under a temporary name and renamed when complete, so a failed or killed ``prepare``
+leaves no half-written ``--output``; the temporary folder a killed one leaves beside it is
+removed by the next ``prepare`` into the same ``--output``.
 
 ``train --data`` reads the shards (:mod:`nlp_tutorials.sources.shard_batches`). Before it
 does, :func:`read_description` checks every field of ``corpus.json`` and the first record of
@@ -24,7 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from nlp_tutorials.sources.corpus import MIN_MAX_LEN, CorpusCounts, CorpusData
+from nlp_tutorials.sources.corpus import (
+    HELD_OUT,
+    MIN_MAX_LEN,
+    TRAINED,
+    CorpusCounts,
+    CorpusData,
+)
 from nlp_tutorials.sources.records import RecordError, example_features, read_first_record
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import remove_dead_temporaries, write_text_atomic
@@ -40,6 +51,7 @@ from nlp_tutorials.system.values import (
 from nlp_tutorials.text.tokenization import load_tokenizer
 
 DESCRIPTION_NAME = "corpus.json"
+HELD_OUT_NAME = "held-out.tfrecord"
 FORMAT = "nlp_tutorials pre-training shards"
 # Every shard stays open while prepare writes (pair i goes to shard i mod N), and a process
 # may hold only so many open files (often 1,024).
@@ -94,7 +106,8 @@ def prepare_shards(pattern: str, output, shards: int, tokenizer, max_len: int, s
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise UserError(f"--output {output}: already exists and is not an empty folder; "
                         f"choose a new folder")
-    data = CorpusData(pattern, tokenizer, max_len=max_len, seed=seed, printer=printer)
+    data = CorpusData(pattern, tokenizer, max_len=max_len, seed=seed, printer=printer,
+                      part=TRAINED)
     work = output.parent / f".{output.name}.tmp{os.getpid()}"
     work.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_temporaries(work.parent, output.name)  # what a killed prepare left
@@ -108,13 +121,15 @@ def prepare_shards(pattern: str, output, shards: int, tokenizer, max_len: int, s
     except BaseException:  # Ctrl-C included: nothing half-written stays behind
         shutil.rmtree(work, ignore_errors=True)
         raise
-    printer(f"{description['examples']} pairs in {shards} shards under {output}; "
+    printer(f"{description['examples']} pairs in {shards} shards under {output}, "
+            f"{description['held_out']['examples']} held-out pairs in {HELD_OUT_NAME}; "
             f"{CorpusCounts(*(description[k] for k in COUNTED)).summary()}")
     return description
 
 
 def _write_shards(data: CorpusData, work: Path, shards: int, pattern: str) -> dict:
-    """Write the shards, the tokenizer and ``corpus.json`` into the folder ``work``."""
+    """Write the shards (the training documents' pairs), the held-out file, the tokenizer
+    and ``corpus.json`` into the folder ``work``."""
     import tensorflow as tf
 
     counts, rng = CorpusCounts(), random.Random(data.seed)
@@ -135,6 +150,9 @@ def _write_shards(data: CorpusData, work: Path, shards: int, pattern: str) -> di
     if min(per_shard) == 0:
         raise UserError(f"--shards {shards}: the corpus gives only {sum(per_shard)} pairs, "
                         f"too few to fill every shard; expected fewer shards or more text")
+    held_out = _write_held_out(CorpusData(pattern, data.tokenizer, max_len=data.max_len,
+                                          seed=data.seed, part=HELD_OUT),
+                               work / HELD_OUT_NAME, counts)
     data.tokenizer.save(work)
     description = {
         "format": FORMAT, "source": pattern, "max_len": data.max_len, "seed": data.seed,
@@ -144,15 +162,40 @@ def _write_shards(data: CorpusData, work: Path, shards: int, pattern: str) -> di
         "examples": sum(per_shard), "is_next": labels[0], "not_next": labels[1],
         "documents": counts.documents, "empty_documents": counts.empty_documents,
         "empty_files": counts.empty_files, "split_lines": counts.split_lines,
-        "shards": [{"file": name, "examples": n} for name, n in zip(names, per_shard)]}
+        "shards": [{"file": name, "examples": n} for name, n in zip(names, per_shard)],
+        "held_out": held_out}
     write_text_atomic(work / DESCRIPTION_NAME, json.dumps(description, indent=2) + "\n")
     return description
 
 
+def _write_held_out(held_out: CorpusData, path: Path, counts: CorpusCounts) -> dict:
+    """Write the held-out documents' pairs to ``path``, their documents and longer lines
+    added to ``counts``; returns ``corpus.json``'s ``held_out`` entry. A second pass over the
+    corpus (after the shards' pass has read and checked every line), so that memory stays
+    bounded: held-out documents pair only among themselves, as in a ``train --corpus`` run.
+    A single held-out document gives no pair (nothing to draw NotNext from): the file stays
+    empty."""
+    import tensorflow as tf
+
+    met, examples = CorpusCounts(), 0
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        try:
+            for first, second, label in held_out.pairs(0, met, random.Random(held_out.seed)):
+                writer.write(serialize_pair(held_out.tokenizer, first, second, label))
+                examples += 1
+        except UserError:
+            if met.documents != 1:
+                raise
+    counts.documents += met.documents
+    counts.split_lines += met.split_lines
+    return {"file": path.name, "examples": examples}
+
+
 def read_description(directory) -> dict:
     """``corpus.json`` of a ``--data`` folder, every field checked (:func:`check_description`),
-    then against the files beside it: every shard there, the vocabulary the one the shards were
-    written with, and the first record of each shard a pair (:func:`first_record_problem`).
+    then against the files beside it: every shard (and the held-out file, when named) there,
+    the vocabulary the one the shards were written with, and the first record of each shard
+    and of a non-empty held-out file a pair (:func:`first_record_problem`).
     Plain Python: the command line calls it before TensorFlow starts."""
     directory = Path(directory)
     path = directory / DESCRIPTION_NAME
@@ -164,9 +207,12 @@ def read_description(directory) -> dict:
                         f"by `prepare`")
     description = check_description(read_json_object(path), path)
     shards = [directory / entry["file"] for entry in description["shards"]]
-    for shard in shards:
-        if not shard.is_file():
-            raise UserError(f"--data {directory}: shard {shard.name} listed in "
+    held_out = description.get("held_out")
+    listed = [("shard", shard) for shard in shards]
+    for kind, file in listed + ([("held-out file", directory / held_out["file"])]
+                                if held_out else []):
+        if not file.is_file():
+            raise UserError(f"--data {directory}: {kind} {file.name} listed in "
                             f"{DESCRIPTION_NAME} is missing")
     tokenizer = load_tokenizer(directory)
     if vocab_fingerprint(tokenizer) != description["vocab_sha256"]:
@@ -176,6 +222,11 @@ def read_description(directory) -> dict:
         raise UserError(f"{path}: vocab_size is {description['vocab_size']}, but the "
                         f"vocabulary beside it has {tokenizer.vocab_size} tokens; expected the "
                         f"folder as `prepare` wrote it")
+    if held_out and held_out["examples"]:
+        shards.append(directory / held_out["file"])
+    elif held_out and (directory / held_out["file"]).stat().st_size:
+        raise UserError(f"{directory / held_out['file']}: not empty, but {DESCRIPTION_NAME} "
+                        f"says it holds 0 examples; expected the folder as `prepare` wrote it")
     for shard in shards:
         problem = first_record_problem(shard, description)
         if problem:
@@ -209,7 +260,19 @@ def check_description(description: dict, path) -> dict:
         raise UserError(f"{path}: the shards' examples add up to "
                         f"{sum(entry['examples'] for entry in shards)}, not examples "
                         f"{examples}; expected the counts `prepare` wrote")
+    if "held_out" in description:  # a folder prepared before held-out files has none
+        check_held_out(description["held_out"], shards, path)
     return description
+
+
+def check_held_out(entry, shards: list, path) -> dict:
+    """``corpus.json``'s ``held_out``: a file name in the folder, no shard's, and its
+    examples, 0 (too few held-out documents for a pair) or more."""
+    if not isinstance(entry, dict) or not {"file", "examples"} <= set(entry):
+        raise refuse(path, "held_out", entry, '{"file": name, "examples": count}')
+    check_file_name(entry["file"], "held_out.file", path, {shard["file"] for shard in shards})
+    check_integer(entry["examples"], "held_out.examples", path, minimum=0)
+    return entry
 
 
 def check_shard_list(shards, path) -> list:
@@ -222,13 +285,18 @@ def check_shard_list(shards, path) -> list:
         field = f"shards[{index}]"
         if not isinstance(entry, dict) or not {"file", "examples"} <= set(entry):
             raise refuse(path, field, entry, '{"file": name, "examples": count}')
-        name = check_text(entry["file"], f"{field}.file", path)
-        if name in names or name in ("", ".", "..") or Path(name).name != name:
-            raise refuse(path, f"{field}.file", name, "the name of a file in the folder, "
-                                                      "listed once")
-        names.add(name)
+        names.add(check_file_name(entry["file"], f"{field}.file", path, names))
         check_integer(entry["examples"], f"{field}.examples", path, minimum=1)
     return shards
+
+
+def check_file_name(name, field: str, path, taken: set) -> str:
+    """``name`` if it names a file in the folder (no path: the folder is read, nothing
+    outside it) that no other entry of ``taken`` names."""
+    check_text(name, field, path)
+    if name in taken or name in ("", ".", "..") or Path(name).name != name:
+        raise refuse(path, field, name, "the name of a file in the folder, listed once")
+    return name
 
 
 def check_same_tokenizer(data_dir, tokenizer, model_dir) -> None:

@@ -109,6 +109,8 @@ class PretrainingText(abc.ABC):
     # The held-out sentence pairs, when the text has them as pairs (MRPC's test split): the
     # attention export draws them rather than read MRPC's test file again.
     test_pairs = None
+    # What the run says when :meth:`held_out` is None.
+    unscored = "no held-out text: the run is not scored"
 
     @abc.abstractmethod
     def new_tokenizer(self, settings: TextSettings):
@@ -137,7 +139,7 @@ class PretrainingText(abc.ABC):
 
     def held_out(self, settings: TextSettings, tokenizer) -> HeldOutText | None:
         """The part of the text the run never trains on, to score it once trained; by
-        default none (the run says so, and is not scored)."""
+        default none (the run says :attr:`unscored`, and is not scored)."""
         return None
 
 

@@ -306,7 +306,7 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
             folder = continued.save_for_finetuning(model, tokenizer, config.model_dir)
             progress.note(f"wrote {folder} (finetune --init-from reads it)")
         held_out = text.held_out(text_settings(config, given), tokenizer)
-        evaluation = score_on_test(model, tokenizer, config, held_out, printer)
+        evaluation = score_on_test(model, tokenizer, config, held_out, printer, text.unscored)
     return PretrainedRun(model, tokenizer, config, evaluation, text.test_pairs)
 
 

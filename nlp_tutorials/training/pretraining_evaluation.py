@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.models.decoding import decode, gpt_stepper
-from nlp_tutorials.sources.source import HeldOutText
+from nlp_tutorials.sources.source import HeldOutText, PretrainingText
 from nlp_tutorials.text.packing import trim_padding
 from nlp_tutorials.training.config import TrainConfig
 
@@ -45,10 +45,11 @@ def describe_continuation(model, tokenizer, batch, row: int = 0, prompt_words: i
 
 
 def score_on_test(model, tokenizer, config: TrainConfig, held_out: HeldOutText | None,
-                  printer=print) -> dict:
+                  printer=print, unscored: str = PretrainingText.unscored) -> dict:
     """Masked-token (or next-token) and NSP accuracy on ``held_out``, the run's held-out text
-    (MRPC's test split, a corpus' held-out documents), first named in one line; {} (and a line
-    saying so) when the text holds nothing out or too little for one batch.
+    (MRPC's test split, a corpus' held-out documents), first named in one line; {} and a line
+    saying so when the text holds nothing out (``unscored``, the text's own line) or too
+    little for one batch.
 
     Its pairs get the run's vocabulary (words it never saw become [UNK]) and max_len, and one
     fixed masking. Metrics are means over full batches of ``batch_size`` pairs (a last partial
@@ -56,7 +57,7 @@ def score_on_test(model, tokenizer, config: TrainConfig, held_out: HeldOutText |
     of always guessing the token most often masked in training.
     """
     if held_out is None:
-        printer("no held-out text: the run is not scored")
+        printer(unscored)
         return {}
     masked = config.model_type == "bert"
     trim = functools.partial(trim_padding, pad_id=tokenizer.pad_id)

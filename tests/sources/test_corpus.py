@@ -16,6 +16,8 @@ from hypothesis import given, settings, strategies as st
 
 from nlp_tutorials.sources import corpus
 from nlp_tutorials.sources.corpus import (
+    HELD_OUT,
+    TRAINED,
     CorpusCounts,
     CorpusData,
     corpus_files,
@@ -379,16 +381,20 @@ def test_shards_hold_the_corpus_pairs(tmp_path, text, tokenizer):
     for ids, types, (label,) in rows:
         tokens = [tokenizer.vocab[i] for i in ids]
         check_pair_against_the_text(tokens, types, label, documents)
-    # And the code that made them makes them again from the same seed, without TensorFlow.
-    data = CorpusData(str(text), tokenizer, max_len=32, seed=1)
-    expected = []
-    for first, second, label in data.pairs(0, CorpusCounts(), random.Random(1)):
-        ids = [tokenizer.cls_id, *first.tolist(), tokenizer.sep_id, *second.tolist(),
-               tokenizer.sep_id]
-        types = [0] * (first.size + 2) + [1] * (second.size + 1)
-        expected.append((tuple(ids), tuple(types), (label,)))
-    assert sorted(rows) == sorted(expected)
-    assert all(len(ids) <= 32 for ids, _, _ in rows)
+    # And the code that made them makes them again from the same seed, without TensorFlow:
+    # the shards the trained documents' pairs, the held-out file the held-out ones'.
+    held_out = shard_rows(tmp_path / "shards" / description["held_out"]["file"])
+    for part, stored in ((TRAINED, rows), (HELD_OUT, held_out)):
+        data = CorpusData(str(text), tokenizer, max_len=32, seed=1, part=part)
+        expected = []
+        for first, second, label in data.pairs(0, CorpusCounts(), random.Random(1)):
+            ids = [tokenizer.cls_id, *first.tolist(), tokenizer.sep_id, *second.tolist(),
+                   tokenizer.sep_id]
+            types = [0] * (first.size + 2) + [1] * (second.size + 1)
+            expected.append((tuple(ids), tuple(types), (label,)))
+        assert sorted(stored) == sorted(expected)
+    assert len(held_out) == description["held_out"]["examples"] > 0
+    assert all(len(ids) <= 32 for ids, _, _ in rows + held_out)
 
 
 def test_two_workers_read_disjoint_shards_covering_all(tmp_path, text, tokenizer):
@@ -616,7 +622,7 @@ def test_two_workers_read_each_pair_once_in_an_epoch(tmp_path, text):
     as_tuples = [[(tuple(ids), tuple(types), label) for ids, types, label in r["rows"]]
                  for r in read]
     everything = [(ids, types, label[0]) for ids, types, label in
-                  read_rows([str(f) for f in sorted(shards.glob("*.tfrecord"))])]
+                  read_rows([str(f) for f in sorted(shards.glob("shard-*.tfrecord"))])]
     assert len(set(everything)) == len(everything)  # distinct pairs: the check can tell
     assert not set(as_tuples[0]) & set(as_tuples[1])
     assert sorted(as_tuples[0] + as_tuples[1]) == sorted(everything)

@@ -1,6 +1,9 @@
 """A run is scored on its own text's held-out part: a corpus run on the corpus' held-out
 documents, which it never trains on, an MRPC run on MRPC's test split, and a text that holds
-nothing out is said to be unscored."""
+nothing out is said to be unscored. A corpus prepared into shards keeps its held-out documents
+in a file of their own, on which a ``train --data`` run is scored."""
+import json
+import shutil
 import zlib
 from pathlib import Path
 
@@ -117,3 +120,127 @@ def test_a_corpus_run_is_scored_on_its_held_out_documents_not_on_mrpc(corpus, tm
     accuracy = np.mean([float(step(batch)["mlm_accuracy"]) for batch in batches])
     assert run.evaluation["mlm_accuracy"] == pytest.approx(accuracy, abs=1e-6)
     assert 0.0 <= run.evaluation["baseline_accuracy"] <= 1.0
+
+
+# --- a corpus prepared into shards: the held-out documents in a file of their own ---
+
+def records_of(path: Path) -> list[np.ndarray]:
+    """The input_ids of every pair in the TFRecord file ``path``, read by TensorFlow."""
+    import tensorflow as tf
+
+    return [np.array(tf.train.Example.FromString(record.numpy()).features
+                     .feature["input_ids"].int64_list.value)
+            for record in tf.data.TFRecordDataset(str(path))]
+
+
+def documents_of_records(path: Path, tokenizer) -> set:
+    return documents_in([{"input_ids": ids[None], "mlm_weights": np.zeros((1, 1)),
+                          "mlm_positions": np.zeros((1, 1), int), "mlm_ids": np.zeros((1, 1))}
+                         for ids in records_of(path)], tokenizer)
+
+
+@pytest.fixture(scope="module")
+def prepared(corpus, tmp_path_factory):
+    """The 60-document corpus prepared into 2 shards (max_len 32)."""
+    from nlp_tutorials.sources.shards import prepare_shards
+
+    path, tokenizer = corpus
+    folder = tmp_path_factory.mktemp("prepared") / "shards"
+    printed = []
+    prepare_shards(str(path), folder, 2, tokenizer, 32, seed=1, printer=printed.append)
+    return folder, printed
+
+
+def without_held_out(prepared: Path, folder: Path) -> Path:
+    """A copy of ``prepared`` as `prepare` wrote folders before it kept held-out documents
+    apart: no held-out file, none named in corpus.json."""
+    shutil.copytree(prepared, folder)
+    description = json.loads((folder / "corpus.json").read_text())
+    (folder / description.pop("held_out")["file"]).unlink()
+    (folder / "corpus.json").write_text(json.dumps(description))
+    return folder
+
+
+def test_prepare_writes_the_held_out_documents_apart_and_the_shards_hold_the_rest(corpus,
+                                                                                  prepared):
+    path, tokenizer = corpus
+    folder, printed = prepared
+    description = json.loads((folder / "corpus.json").read_text())
+    held_out = folder / description["held_out"]["file"]
+    assert description["held_out"] == {"file": "held-out.tfrecord",
+                                       "examples": len(records_of(held_out))}
+    assert documents_of_records(held_out, tokenizer) == held_out_by_hand(path)
+    in_shards = set().union(*(documents_of_records(folder / entry["file"], tokenizer)
+                              for entry in description["shards"]))
+    assert in_shards == set(range(60)) - held_out_by_hand(path)
+    assert description["documents"] == 60
+    assert "held-out pairs in held-out.tfrecord" in printed[-1]
+
+
+def test_the_held_out_file_is_batched_and_masked_as_a_corpus_run_scores(corpus, prepared):
+    from nlp_tutorials.sources.shard_batches import ShardText
+
+    path, tokenizer = corpus
+    folder, _ = prepared
+    held_out = ShardText(folder).held_out(settings(), tokenizer)
+    batches = held_out.batches(4)
+    examples = json.loads((folder / "corpus.json").read_text())["held_out"]["examples"]
+    assert len(batches) == examples // 4 > 0
+    assert documents_in([{k: np.array(v) for k, v in b.items()} for b in batches],
+                        tokenizer) == held_out_by_hand(path)
+    masks = np.concatenate([np.array(b["mlm_weights"]).sum(axis=1) for b in batches])
+    assert (masks > 0).all()  # every pair masked, once: the same batches each call
+    again = held_out.batches(4)
+    assert all((np.array(a["input_ids"]) == np.array(b["input_ids"])).all()
+               for a, b in zip(batches, again))
+    assert held_out.described == CorpusHeldOut.described
+    assert held_out.train_masked_ids(4).size > 0
+
+
+def test_a_folder_prepared_without_held_out_file_says_so_in_one_line(prepared, tmp_path):
+    from nlp_tutorials.sources.shard_batches import ShardText
+    from nlp_tutorials.training.config import TrainConfig
+    from nlp_tutorials.training.pretraining_evaluation import score_on_test
+
+    folder = without_held_out(prepared[0], tmp_path / "old")
+    text = ShardText(folder)
+    assert text.held_out(settings(), None) is None
+    printed = []
+    assert score_on_test(None, None, TrainConfig(), None, printed.append, text.unscored) == {}
+    assert printed == [f"--data {folder} has no held-out documents (prepared before `prepare` "
+                       f"wrote them apart): the run is not scored; prepare the corpus again to "
+                       f"score on them"]
+
+
+@pytest.mark.slow
+def test_a_data_run_is_scored_on_the_held_out_file_and_an_old_folder_still_trains(
+        corpus, prepared, tmp_path):
+    from nlp_tutorials.sources.shard_batches import ShardHeldOut
+    from nlp_tutorials.training.config import TrainConfig
+    from nlp_tutorials.training.pretraining import pretrain
+
+    path, _ = corpus
+    folder, _ = prepared
+    tiny = dict(dim=32, layers=1, heads=2, batch_size=4, steps=2, checkpoint_every=2,
+                sample_every=100, log_every=1)
+    printed = []
+    run = pretrain(TrainConfig(model_dir=str(tmp_path / "run"), data=str(folder), **tiny),
+                   printer=printed.append)
+    held_out = ShardHeldOut(folder, run.tokenizer, settings(seed=run.config.seed))
+    batches = held_out.batches(4)
+    assert documents_in([{k: np.array(v) for k, v in b.items()} for b in batches],
+                        run.tokenizer) == held_out_by_hand(path)
+    assert (f"scored on the corpus' held-out documents (one in 10, chosen by a checksum of "
+            f"their text): {len(batches)} batches of 4") in printed
+    step = run.model.compiled_step(batches[0], training=False)
+    accuracy = np.mean([float(step(batch)["mlm_accuracy"]) for batch in batches])
+    assert run.evaluation["mlm_accuracy"] == pytest.approx(accuracy, abs=1e-6)
+
+    old = without_held_out(folder, tmp_path / "old")
+    printed.clear()
+    run = pretrain(TrainConfig(model_dir=str(tmp_path / "old-run"), data=str(old), **tiny),
+                   printer=printed.append)
+    assert run.evaluation == {}
+    assert [line for line in printed if "held-out" in line] == [
+        f"--data {old} has no held-out documents (prepared before `prepare` wrote them apart): "
+        f"the run is not scored; prepare the corpus again to score on them"]

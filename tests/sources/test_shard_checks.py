@@ -145,6 +145,38 @@ def test_shard_counts_that_do_not_add_up_are_refused(shards):
                                f"examples {examples}; expected the counts `prepare` wrote")
 
 
+@pytest.mark.parametrize("held_out, expected", [
+    ("held-out.tfrecord", 'held_out is "held-out.tfrecord"; expected {"file": name, '
+                          '"examples": count}'),
+    ({"file": "../corpus.txt", "examples": 3}, 'held_out.file is "../corpus.txt"; expected the '
+                                               'name of a file in the folder, listed once'),
+    ({"file": "shard-00000-of-00002.tfrecord", "examples": 3},
+     'held_out.file is "shard-00000-of-00002.tfrecord"; expected the name of a file in the '
+     'folder, listed once'),
+    ({"file": "held-out.tfrecord", "examples": -1}, "held_out.examples is -1; expected a "
+                                                    "non-negative integer"),
+])
+def test_each_bad_held_out_entry_is_named(shards, held_out, expected):
+    path = edit_description(shards, held_out=held_out)
+    assert refusal(shards) == f"{path}: {expected}"
+
+
+def test_the_held_out_file_is_checked_as_the_shards_are(shards):
+    held_out = shards / "held-out.tfrecord"
+    assert read_first_record(held_out)  # the 40 documents hold out enough for pairs
+    write_records(held_out, [foreign_example()])
+    assert refusal(shards) == (f"{held_out}: record 1 has no int64 feature 'input_ids'; "
+                               f"{EXPECTED}")
+    edit_description(shards, held_out={"file": held_out.name, "examples": 0})
+    assert refusal(shards) == (f"{held_out}: not empty, but corpus.json says it holds 0 "
+                               f"examples; expected the folder as `prepare` wrote it")
+    held_out.write_bytes(b"")
+    assert read_description(shards)["held_out"]["examples"] == 0
+    held_out.unlink()
+    assert refusal(shards) == (f"--data {shards}: held-out file held-out.tfrecord listed in "
+                               f"corpus.json is missing")
+
+
 def test_a_vocab_size_other_than_the_vocabulary_is_refused(shards):
     path = edit_description(shards, vocab_size=999)
     assert refusal(shards).startswith(f"{path}: vocab_size is 999, but the vocabulary beside "
