@@ -211,13 +211,18 @@ def run_export_model(settings) -> None:
 
     version = Output("--output", Path(settings.output) / str(settings.version), folder=True,
                      lock=True, replaced=True)
-    with writing([version], {"--model-dir": settings.model_dir}):
+    with writing([version], {"--model-dir": settings.model_dir, "--data": settings.data,
+                             "--calibration": settings.calibration}):
         refuse_existing(version.path, settings.overwrite, "--output")
         start_tensorflow()
         if settings.format == "onnx":
             from nlp_tutorials.serving.onnx_export import export_onnx
+            from nlp_tutorials.serving.quantization import Int8Check
 
-            export_onnx(settings.model_dir, settings.output, settings.version, settings.overwrite)
+            int8 = (Int8Check(settings.max_drop, settings.data, settings.calibration or None)
+                    if settings.quantize == "int8" else None)
+            export_onnx(settings.model_dir, settings.output, settings.version, settings.overwrite,
+                        int8=int8)
             return
         from nlp_tutorials.serving.savedmodel import export_model
 

@@ -11,11 +11,17 @@ from pathlib import Path
 from nlp_tutorials.sources.corpus import DEFAULT_MAX_LEN as CORPUS_MAX_LEN
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import require_folder
-from nlp_tutorials.system.model_files import SERVED_PRECISIONS, SERVED_VERSION
+from nlp_tutorials.system.model_files import (
+    INT8_MAX_DROP,
+    SERVED_PRECISIONS,
+    SERVED_QUANTIZATIONS,
+    SERVED_VERSION,
+)
 from nlp_tutorials.system.settings import (
     Settings,
     flag_of,
     half_open_share,
+    non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
@@ -243,10 +249,43 @@ class ExportModelSettings(Settings):
                                         "the model and pays on CPUs with AVX512_BF16 or AMX "
                                         "(slower on others)",
                              choices=SERVED_PRECISIONS)
+    quantize: str = setting(SERVED_QUANTIZATIONS[0], "int8: the matmuls' weights in int8 "
+                                                     "(ONNX Runtime's dynamic quantization), "
+                                                     "written only after the int8 model is "
+                                                     "scored against float32 on the task's dev "
+                                                     "split; with --format onnx",
+                            choices=SERVED_QUANTIZATIONS)
+    data: str | None = setting(None, "with --quantize int8: the folder holding the task's "
+                                     "files, whose dev split the int8 model is scored on",
+                               metavar="DIR", default_help="MRPC's shipped copy for an MRPC "
+                                                           "model")
+    calibration: str = setting("", "with --quantize int8: a file of the task's examples, in "
+                                    "its own format, to score the int8 model on instead of "
+                                    "the dev split", metavar="FILE")
+    max_drop: float = setting(INT8_MAX_DROP, "with --quantize int8: refuse, writing nothing, "
+                                             "an int8 model that loses more than POINTS of "
+                                             "the task's first metric", metavar="POINTS",
+                              kind=non_negative_float)
 
     def check(self, given: frozenset = frozenset()) -> None:
-        """An ONNX model always takes ids, is float32, and XLA compiles TensorFlow's graphs
-        only."""
+        """An ONNX model always takes ids, is float32 unless quantized, and XLA compiles
+        TensorFlow's graphs only; the int8 check's flags need --quantize int8."""
+        if self.quantize != "none" and self.format != "onnx":
+            raise UserError(f"--quantize {self.quantize}: only with --format onnx")
+        for name in sorted(given & {"data", "calibration", "max_drop"}):
+            if self.quantize == "none":
+                raise UserError(f"{flag_of(self, name)}: only with --quantize int8, whose "
+                                f"check it sets")
+        if self.data and self.calibration:
+            raise UserError("--calibration: the int8 model is scored on it in place of --data's "
+                            "dev split; give one of them")
+
+    def check_inputs(self) -> None:
+        """The int8 check's folder and file are there (before TensorFlow loads)."""
+        if self.data:
+            require_folder(self.data, "--data", "the model's task files")
+        if self.calibration and not Path(self.calibration).is_file():
+            raise UserError(f"--calibration {self.calibration}: no such file")
         if self.ids_only and self.format == "onnx":
             raise UserError("--ids-only: only with --format savedmodel; an ONNX model always "
                             "takes ids")

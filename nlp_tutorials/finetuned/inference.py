@@ -55,14 +55,18 @@ def head_outputs(head, arrays: dict, batch_size: int = 64, head_mask=None,
     Outputs with one value per token (token tagging, spans) are padded back to the arrays'
     ``max_len`` with ``MASK_VALUE``, so batches trimmed to different lengths stack.
     """
-    max_len = arrays["input_ids"].shape[-1]
+    parts = list(predict_batches(head, arrays, batch_size, head_mask, display))
+    return stacked(parts, arrays["input_ids"].shape[-1], head.per_position)
 
+
+def stacked(parts: list, max_len: int, per_position: bool):
+    """Batches of logits (arrays, or dicts of them) as one, in order; with ``per_position``
+    each batch's positions are first padded to ``max_len`` with ``MASK_VALUE``."""
     def full_length(x):  # [batch, step, ...] -> [batch, max_len, ...]
         widths = [(0, 0), (0, max_len - x.shape[1])] + [(0, 0)] * (x.ndim - 2)
         return np.pad(x, widths, constant_values=MASK_VALUE)
 
-    stretch = full_length if head.per_position else (lambda x: x)
-    parts = list(predict_batches(head, arrays, batch_size, head_mask, display))
+    stretch = full_length if per_position else (lambda x: x)
     return tf.nest.map_structure(lambda *xs: np.concatenate([stretch(x) for x in xs]), *parts)
 
 

@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials.serving.quantization import Int8Check, int8_report, quantize_int8
 from nlp_tutorials.system.errors import UserError
-from nlp_tutorials.system.model_files import SERVED_VERSION
+from nlp_tutorials.system.model_files import QUANTIZATION_FILE, SERVED_VERSION
 
 OPSET = 17  # ONNX Runtime 1.14 and later run it
 MODEL_FILE = "model.onnx"
@@ -188,12 +189,14 @@ def convert(module, task, vocab_size: int, fused: bool = True):
 
 
 def export_onnx(model_dir, output, version: int = SERVED_VERSION, overwrite: bool = False,
-                printer=print, fused: bool = True) -> Path:
+                printer=print, fused: bool = True, int8: Int8Check | None = None) -> Path:
     """Write the fine-tuned model in ``model_dir`` as ``output/<version>/model.onnx`` with its
     tokenizer beside it, atomically (the old version folder stays whole until the new one is
     in place). Returns the path of ``model.onnx``. ``fused=False`` writes tf2onnx's graph as
     it converted it, without :mod:`~nlp_tutorials.serving.onnx_fusion`'s rewrites (to measure
-    what they give: benchmarks/serving_speed.py)."""
+    what they give: benchmarks/serving_speed.py). ``int8``: the model's matmuls quantized to
+    int8, written only if it passes that check against the float model
+    (:mod:`~nlp_tutorials.serving.quantization`), with the check's report beside it."""
     from nlp_tutorials.serving.savedmodel import serving_module
     from nlp_tutorials.system.files import refuse_existing, save_folder_atomic
 
@@ -203,13 +206,26 @@ def export_onnx(model_dir, output, version: int = SERVED_VERSION, overwrite: boo
     module, task, tokenizer = serving_module(model_dir, strings=False)
     model_bytes, difference = convert(module, task, module.head.backbone.config.vocab_size,
                                       fused)
+    report = None
+    if int8 is not None:
+        quantized = quantize_int8(model_bytes)
+        report = int8_report(model_bytes, quantized, module, task, tokenizer, model_dir, int8,
+                             printer)
+        model_bytes = quantized
 
     def save(folder):
         folder.mkdir()
         (folder / MODEL_FILE).write_bytes(model_bytes)
         tokenizer.save(folder)
+        if report is not None:
+            (folder / QUANTIZATION_FILE).write_text(
+                json.dumps(report, indent=2, default=float) + "\n")
 
     save_folder_atomic(target, save)
-    printer(f"ONNX model written to {target / MODEL_FILE} (opset {OPSET}; ONNX Runtime's "
-            f"outputs within {difference:.1g} of TensorFlow's on a probe batch)")
+    if report is None:
+        printer(f"ONNX model written to {target / MODEL_FILE} (opset {OPSET}; ONNX Runtime's "
+                f"outputs within {difference:.1g} of TensorFlow's on a probe batch)")
+    else:
+        printer(f"int8 ONNX model written to {target / MODEL_FILE} (opset {OPSET}), its check "
+                f"in {target / QUANTIZATION_FILE}")
     return target / MODEL_FILE

@@ -31,6 +31,7 @@ number rule needs look-around, which the graph's regular expressions (RE2) lack.
 """
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from nlp_tutorials.speed.compiled import compiled_in_buckets
@@ -155,6 +156,20 @@ def pack(segments, max_len: int, cls_id: int, sep_id: int, pad_id: int):
     return ids.to_tensor(default_value=pad_id), types.to_tensor()
 
 
+TINY = 1e-30  # a probability's floor before its log, so that a 0 gives no -inf
+
+
+def logits_of_label(label, probability, labels: int) -> np.ndarray:
+    """Logits float32 [..., labels] whose softmax gives ``label`` int [...] its ``probability``
+    [...] and shares the rest evenly among the other labels: their arg-max is ``label``."""
+    probability = probability.astype(np.float64)
+    others = np.log(np.maximum((1 - probability) / (labels - 1), TINY))  # [...]
+    logits = np.repeat(others[..., None], labels, axis=-1)  # [..., labels]
+    np.put_along_axis(logits, label[..., None].astype(np.int64),
+                      np.log(np.maximum(probability, TINY))[..., None], axis=-1)
+    return logits.astype(np.float32)
+
+
 def ids_spec(name: str):
     return tf.TensorSpec([None, None], tf.int32, name=name)
 
@@ -219,6 +234,20 @@ class SequenceModule(tf.Module):
             outputs["label_name"] = tf.gather(self.label_names, label)
         return outputs
 
+    def logits_from_answer(self, outputs: dict):
+        """Logits that the task's predictions read as :meth:`answer` answered, from an exported
+        model's numeric ``outputs`` (numpy): how the int8 check scores an ONNX model
+        (:mod:`~nlp_tutorials.serving.quantization`). A regression's score; with two labels
+        the log-probabilities; with more, the predicted label's log-probability and the rest
+        shared among the others (the arg-max, what is scored, is the answer's label)."""
+        if self.head.num_labels == 1:
+            return outputs["score"][:, None]  # [batch, 1]
+        if self.head.num_labels == 2:
+            probability = outputs["probability"].astype(np.float64)  # [batch]
+            both = np.stack([1 - probability, probability], axis=-1)  # [batch, 2]
+            return np.log(np.clip(both, TINY, 1)).astype(np.float32)
+        return logits_of_label(outputs["label"], outputs["probability"], self.head.num_labels)
+
     def head_logits(self, input_ids, token_type_ids):
         """The head's logits for encoded inputs, int32 [batch, step] each."""
         return self.head({"input_ids": input_ids, "token_type_ids": token_type_ids},
@@ -277,6 +306,11 @@ class ChoiceModule(SequenceModule):
         probabilities = tf.nn.softmax(tf.cast(logits, tf.float32))
         return {"probabilities": probabilities,
                 "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+    def logits_from_answer(self, outputs: dict) -> np.ndarray:
+        """The endings' log-probabilities [batch, choices]: their softmax is the answer's."""
+        return np.log(np.clip(outputs["probabilities"].astype(np.float64), TINY, 1)
+                      ).astype(np.float32)
 
     def serving_default(self, context, endings):
         """``context`` string [batch] and ``endings`` string [batch, choices] -> the answer, and

@@ -296,6 +296,10 @@ class SpanModule(SequenceModule):
         return {name: tf.cast(logits[name], tf.float32) for name in ("start_logits",
                                                                        "end_logits")}
 
+    def logits_from_answer(self, outputs: dict) -> dict:
+        """The answer itself: it is the head's logits."""
+        return {name: outputs[name] for name in ("start_logits", "end_logits")}
+
     def context_pieces(self, context) -> ContextPieces:
         """``squad.context_pieces`` of string [batch]: run_squad's words, their pieces and
         each piece's characters in the context."""

@@ -33,12 +33,14 @@ A blank sentence has no words: ``word_count`` 0 (``predict`` passes blank lines 
 :class:`TaggingModule` registers itself for the token shape (:mod:`nlp_tutorials.tasks.shapes`),
 and ``export_model`` serves token tasks with it.
 """
+import numpy as np
 import tensorflow as tf
 
 import nlp_tutorials.tasks.entities as entities
 from nlp_tutorials.serving.savedmodel import (
     SequenceModule,
     ids_spec,
+    logits_of_label,
     strings_spec,
     import_tensorflow_text,
     pack,
@@ -126,6 +128,10 @@ class TaggingModule(SequenceModule):
         tag_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"tag_id": tag_id, "tag": tf.gather(self.labels, tag_id),
                 "probability": tf.reduce_max(probabilities, axis=-1)}
+
+    def logits_from_answer(self, outputs: dict) -> np.ndarray:
+        """Logits [batch, step, labels] whose arg-max is each position's ``tag_id``."""
+        return logits_of_label(outputs["tag_id"], outputs["probability"], self.head.num_labels)
 
     def word_pieces(self, words):
         """Each word's piece ids, the word tokenized on its own: string [words] -> ragged

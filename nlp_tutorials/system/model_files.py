@@ -10,3 +10,7 @@ WEIGHTS_NAME = "model.weights.h5"  # the date Transformer's weights
 MODEL_FILE = "model.keras"  # a fine-tuned model
 SERVED_VERSION = 1  # export-model's version folder, OUTPUT/1, unless told
 SERVED_PRECISIONS = ("float32", "bfloat16")  # export-model --precision; the first by default
+SERVED_QUANTIZATIONS = ("none", "int8")  # export-model --quantize; the first by default
+# export-model --max-drop: the points of the task's first metric an int8 model may lose
+INT8_MAX_DROP = 1.0
+QUANTIZATION_FILE = "quantization.json"  # beside an int8 model: how it scored against float32

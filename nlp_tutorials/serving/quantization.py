@@ -1,0 +1,177 @@
+"""int8 ONNX models, scored before they are written: ``export-model --format onnx --quantize int8``.
+
+The quantization is ONNX Runtime's own (``onnxruntime.quantization.quantize_dynamic``, the
+recipe HuggingFace's Optimum applies too): each matmul by a weight stores the weight as int8,
+one scale per output column (per channel), and quantizes the activations entering it to
+uint8 batch by batch as the model runs, so no calibration pass is needed. A CPU with VNNI
+(AVX512_VNNI or AVX_VNNI) multiplies int8 in hardware; one without answers no faster than
+float32. Left in float32: the products of two activations (attention's scores and weighted
+sum), whose ranges change with every input, and everything else (LayerNorm, softmax, GELU).
+
+The check: the float32 and the int8 model each answer the task's dev split (or the file
+``--calibration`` names, in the task's own format) in ONNX Runtime, batch for batch, and each
+answer is scored by the task's metric as ``evaluate`` scores it. Both scores, how many
+predictions changed and the largest change in an output (a probability, score or logit) are
+printed and saved beside the model (``quantization.json``); a model that loses more than
+``--max-drop`` points of the task's first metric is refused and nothing is written.
+"""
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from nlp_tutorials.finetuned.batching import batches
+from nlp_tutorials.finetuned.folders import task_with_data
+from nlp_tutorials.finetuned.inference import stacked
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.progress import ProgressDisplay, shown_steps
+from nlp_tutorials.tasks.base import counted, reported
+
+BATCH_SIZE = 64  # evaluate's
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8Check:
+    """What the int8 model is scored on, and what it may lose: ``data_dir`` (None: the task's
+    shipped copy) or ``file`` (one file in the task's format, scored in place of the dev
+    split); ``max_drop`` points of the task's first metric."""
+    max_drop: float
+    data_dir: str | None = None
+    file: str | None = None
+
+
+def quantize_int8(model_bytes: bytes) -> bytes:
+    """The ONNX model ``model_bytes`` with each matmul by a weight quantized dynamically, int8
+    weights per channel; a matmul of two activations stays float32."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    proto = onnx.load_from_string(model_bytes)
+    weights = {initializer.name for initializer in proto.graph.initializer}
+    between_activations = [node.name for node in proto.graph.node
+                           if node.op_type == "MatMul" and not weights & set(node.input)]
+    with tempfile.TemporaryDirectory() as folder:
+        float_path, int8_path = Path(folder) / "float32.onnx", Path(folder) / "int8.onnx"
+        float_path.write_bytes(model_bytes)
+        quantize_dynamic(float_path, int8_path, per_channel=True, weight_type=QuantType.QInt8,
+                         op_types_to_quantize=["MatMul"], nodes_to_exclude=between_activations)
+        quantized = onnx.load(int8_path)
+    del quantized.metadata_props[:]  # the float model's, copied whole below
+    quantized.metadata_props.extend(proto.metadata_props)
+    return quantized.SerializeToString()
+
+
+def checked_task(task, model_dir, check: Int8Check):
+    """The model's task reading the examples the check scores (its dev split)."""
+    if check.file:
+        if not Path(check.file).is_file():
+            raise UserError(f"--calibration {check.file}: no such file; expected "
+                            f"{task.title} examples in the task's own format")
+        return task.replace(paths={"dev": check.file})
+    return task_with_data(task, model_dir, check.data_dir, dev_size=None)
+
+
+def answers(sessions: dict, module, arrays: dict, display) -> tuple[dict, float]:
+    """({session name: the head's logits as the task's predictions read them}, the largest
+    difference between the sessions' float outputs): every batch of ``arrays`` answered by
+    each ONNX Runtime session of ``sessions``, the padding of per-position outputs left out."""
+    pad_id = module.model_pad_id
+    inputs = {name: arrays[name] for name in ("input_ids", "token_type_ids")}
+    rows = len(inputs["input_ids"])
+    parts = {name: [] for name in sessions}
+    largest = 0.0
+    for batch in shown_steps(batches(inputs, BATCH_SIZE, pad_id=pad_id).as_numpy_iterator(),
+                             -(-rows // BATCH_SIZE), display, unit="batch",
+                             batch_size=BATCH_SIZE, examples=rows):
+        mask = (batch["input_ids"] != pad_id).astype(np.int32)
+        feeds = {"input_ids": batch["input_ids"].astype(np.int32),
+                 "token_type_ids": batch["token_type_ids"].astype(np.int32),
+                 "attention_mask": mask}
+        outputs = {name: dict(zip([o.name for o in session.get_outputs()],
+                                  session.run(None, feeds)))
+                   for name, session in sessions.items()}
+        first, *others = outputs.values()
+        for other in others:
+            largest = max(largest, largest_change(first, other, mask))
+        for name, answered in outputs.items():
+            parts[name].append(module.logits_from_answer(answered))
+    max_len = arrays["input_ids"].shape[-1]
+    return ({name: stacked(found, max_len, module.head.per_position)
+             for name, found in parts.items()}, largest)
+
+
+def largest_change(first: dict, second: dict, mask: np.ndarray) -> float:
+    """The largest absolute difference between two models' float outputs on one batch;
+    positions ``mask`` calls padding are left out of outputs with one value per position."""
+    largest = 0.0
+    for name, value in first.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            continue  # a label or tag id: counted as a changed prediction instead
+        difference = np.abs(value.astype(np.float64) - second[name])
+        if difference.shape == mask.shape:
+            difference = difference[mask > 0]
+        largest = max(largest, float(difference.max(initial=0.0)))
+    return largest
+
+
+def answer_of(prediction):
+    """What a prediction answers, to count the changed ones: a class, a span's text, a
+    sentence's tags; None for a regression's score (its change is the outputs')."""
+    if isinstance(prediction, list):
+        return tuple(prediction)
+    for field in ("label", "text"):
+        if hasattr(prediction, field):
+            return getattr(prediction, field)
+    return None
+
+
+def int8_report(float_model: bytes, int8_model: bytes, module, task, tokenizer, model_dir,
+                check: Int8Check, printer=print) -> dict:
+    """Score both models on the check's examples; print what the int8 model changed; refuse
+    it (a UserError, before anything is written) past ``check.max_drop`` points. Returns the
+    report ``quantization.json`` holds."""
+    import onnxruntime
+
+    task = checked_task(task, model_dir, check)
+    examples = task.examples("dev")
+    if not examples:
+        raise UserError(f"{task.title} dev: no examples to check the int8 model on; expected "
+                        f"--data DIR with its dev file, or --calibration FILE")
+    arrays = task.encode(tokenizer, examples, module.max_len)
+    sessions = {name: onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+                for name, model in (("float32", float_model), ("int8", int8_model))}
+    display = ProgressDisplay(printer, f"int8 check on {task.title} dev")
+    logits, largest = answers(sessions, module, arrays, display)
+    predictions = {name: task.predictions(found, arrays, examples)
+                   for name, found in logits.items()}
+    scores = {name: task.score(examples, found) for name, found in predictions.items()}
+    metric, printed = task.metrics[0]
+    drop = 100 * (scores["float32"][metric] - scores["int8"][metric])
+    changed = sum(answer_of(a) != answer_of(b)
+                  for a, b in zip(predictions["float32"], predictions["int8"]))
+    report = {"task": task.name, "examples": len(examples),
+              "file": str(task.path("dev") or ""), "metric": metric,
+              "scores": scores, "drop_points": drop, "max_drop_points": check.max_drop,
+              "changed_predictions": changed if answer_of(predictions["int8"][0]) is not None
+              else None, "largest_output_change": largest}
+    for name in ("float32", "int8"):
+        printer(f"{task.title} dev, {name}: {task.describe(scores[name])}")
+    printer(f"int8 {'loses' if drop >= 0 else 'gains'} {abs(drop):.2f} points of "
+            f"{printed} on {counted(len(examples), 'example')}; "
+            f"{describe_changes(report)}")
+    if drop > check.max_drop:
+        raise UserError(
+            f"--max-drop {check.max_drop:g}: the int8 model scores {printed} "
+            f"{reported(metric, scores['int8'][metric])} on {task.title} dev against float32's "
+            f"{reported(metric, scores['float32'][metric])}, {drop:.2f} points lower; nothing "
+            f"written (export float32 without --quantize, or allow more with --max-drop)")
+    return report
+
+
+def describe_changes(report: dict) -> str:
+    """``3 predictions changed; outputs moved by at most 0.041``."""
+    moved = f"outputs moved by at most {report['largest_output_change']:.2g}"
+    if report["changed_predictions"] is None:
+        return moved
+    return f"{counted(report['changed_predictions'], 'prediction')} changed; {moved}"

@@ -1,0 +1,230 @@
+"""export-model --format onnx --quantize int8: the quantized model, its check against float32
+and the refusal past --max-drop."""
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fake_tasks import SENTENCES, SentenceTask
+from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.tasks import TASKS
+from nlp_tutorials.tasks.shapes import softmax
+
+tf = pytest.importorskip("tensorflow")
+onnxruntime = pytest.importorskip("onnxruntime", reason="--format onnx needs pip install "
+                                                        "'nlp_tutorials[onnx]'")
+pytest.importorskip("tf2onnx", reason="--format onnx needs pip install 'nlp_tutorials[onnx]'")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(3, 9), st.data())
+def test_logits_of_a_label_give_it_its_probability_and_the_arg_max(labels, data):
+    from nlp_tutorials.serving.savedmodel import logits_of_label
+
+    label = np.array(data.draw(st.lists(st.integers(0, labels - 1), min_size=1, max_size=6)))
+    # the arg-max's probability is at least 1 / labels (and below 1 here, to stay strict)
+    probability = np.array([data.draw(st.floats(1 / labels + 1e-3, 1 - 1e-6))
+                            for _ in label], np.float32)
+    logits = logits_of_label(label, probability, labels)  # [n, labels]
+    assert logits.shape == (len(label), labels)
+    assert (logits.argmax(axis=-1) == label).all()
+    got = softmax(logits)
+    np.testing.assert_allclose(got[np.arange(len(label)), label], probability, rtol=1e-5)
+    np.testing.assert_allclose(got.sum(axis=-1), 1, rtol=1e-5)
+
+
+class FakeSession:
+    """An ONNX Runtime session's two calls, answering ``answer(feeds)``."""
+
+    def __init__(self, answer):
+        self.answer, self.fed = answer, []
+
+    def get_outputs(self):
+        return [type("Output", (), {"name": name}) for name in ("label", "probability")]
+
+    def run(self, names, feeds):
+        self.fed.append(feeds)
+        return self.answer(feeds)
+
+
+class FakeModule:
+    """What ``answers`` reads of a serving module: a binary classifier's pad id and inverse."""
+    model_pad_id = 0
+    max_len = 6
+    head = type("Head", (), {"per_position": False, "num_labels": 2})()
+
+    def logits_from_answer(self, outputs):
+        from nlp_tutorials.serving.savedmodel import SequenceModule
+
+        return SequenceModule.logits_from_answer(self, outputs)
+
+
+def test_answers_run_every_batch_in_order_and_measure_the_largest_change():
+    from nlp_tutorials.serving.quantization import answers
+
+    rng = np.random.default_rng(0)
+    rows = 150  # three batches of 64, the last short
+    ids = rng.integers(1, 50, (rows, 6)).astype(np.int32)
+    ids[::3, 4:] = 0  # padding, which the mask must leave out
+    p = rng.uniform(0.01, 0.99, rows).astype(np.float32)
+
+    def model(shift):
+        """A binary classifier answering P(label 1) = p (moved by ``shift``), row by row in
+        the order the batches come."""
+        done = []
+
+        def answer(feeds):
+            start, n = sum(done), len(feeds["input_ids"])
+            done.append(n)
+            probability = np.clip(p[start:start + n] + shift, 0, 1).astype(np.float32)
+            return [(probability > 0.5).astype(np.int32), probability]
+        return answer
+
+    sessions = {"float32": FakeSession(model(0.0)), "int8": FakeSession(model(0.03))}
+    arrays = {"input_ids": ids, "token_type_ids": np.zeros_like(ids)}
+    logits, largest = answers(sessions, FakeModule(), arrays, display=None)
+    assert [len(feeds["input_ids"]) for feeds in sessions["int8"].fed] == [64, 64, 22]
+    fed = sessions["float32"].fed[0]
+    step = fed["input_ids"].shape[1]
+    np.testing.assert_array_equal(fed["attention_mask"], (ids[:64, :step] != 0).astype(np.int32))
+    np.testing.assert_allclose(softmax(logits["float32"])[:, 1], p, rtol=1e-5)
+    np.testing.assert_allclose(softmax(logits["int8"])[:, 1], np.clip(p + 0.03, 0, 1),
+                               rtol=1e-5)
+    assert largest == pytest.approx((np.clip(p + 0.03, 0, 1) - p).max(), abs=1e-6)
+
+
+def test_answer_of_names_what_a_prediction_answers():
+    from nlp_tutorials.serving.quantization import answer_of
+    from nlp_tutorials.tasks.glue import ScorePrediction
+    from nlp_tutorials.tasks.shapes import ClassPrediction
+
+    assert answer_of(ClassPrediction(2, np.ones(3))) == 2
+    assert answer_of(["B-PER", "O"]) == ("B-PER", "O")
+    assert answer_of(ScorePrediction(3.2)) is None
+
+
+def test_largest_change_leaves_padding_and_ids_out():
+    from nlp_tutorials.serving.quantization import largest_change
+
+    mask = np.array([[1, 1, 0]])
+    first = {"tag_id": np.array([[1, 2, 3]]), "probability": np.array([[0.5, 0.6, 0.1]])}
+    second = {"tag_id": np.array([[4, 4, 4]]), "probability": np.array([[0.45, 0.6, 0.9]])}
+    assert largest_change(first, second, mask) == pytest.approx(0.05)
+
+
+def predicted_file(head, tokenizer, task, path, rows: int = 80):
+    """``rows`` sentences of the fakes' words in ``task``'s file format, each labelled with the
+    float model's own answer, so float32 scores 100% and every int8 change costs accuracy.
+    Returns (the examples, their float labels)."""
+    from fake_tasks import Sentence
+
+    rng = np.random.default_rng(4)
+    words = " ".join(SENTENCES).split()
+    texts = [" ".join(rng.choice(words, rng.integers(3, 9))) for _ in range(rows)]
+    arrays = task.encode(tokenizer, [Sentence(t, task.labels[0]) for t in texts], task.max_len)
+    logits = head({k: arrays[k] for k in ("input_ids", "token_type_ids")}, training=False)
+    labels = logits.numpy().argmax(axis=-1)
+    path.write_text("".join(f"{t}\t{task.labels[i]}\n" for t, i in zip(texts, labels)))
+    return [Sentence(t, task.labels[i]) for t, i in zip(texts, labels)], labels
+
+
+@pytest.fixture
+def sentence_check(sentence_model, tmp_path, monkeypatch):
+    """(model folder, the calibration file, its examples, float labels) of the tiny sentence
+    model."""
+    from nlp_tutorials.finetuned.folders import load_finetuned
+
+    monkeypatch.setitem(TASKS, SentenceTask.name, SentenceTask)
+    head, tokenizer, task = load_finetuned(sentence_model)
+    examples, labels = predicted_file(head, tokenizer, task, tmp_path / "check.tsv")
+    return sentence_model, tmp_path / "check.tsv", examples, labels
+
+
+@pytest.mark.slow
+def test_an_int8_model_is_written_with_its_check_scored_independently(sentence_check,
+                                                                      tmp_path):
+    import onnx
+    from sklearn.metrics import accuracy_score
+
+    from nlp_tutorials.finetuned.folders import load_finetuned
+    from nlp_tutorials.serving.onnx_export import export_onnx
+    from nlp_tutorials.serving.quantization import Int8Check
+
+    model_dir, check_file, examples, labels = sentence_check
+    printed = []
+    path = export_onnx(model_dir, tmp_path / "served", printer=printed.append,
+                       int8=Int8Check(max_drop=100.0, file=str(check_file)))
+    proto = onnx.load(str(path))
+    quantized = [node for node in proto.graph.node
+                 if node.op_type in ("DynamicQuantizeMatMul", "MatMulInteger")]
+    float_matmuls = [node for node in proto.graph.node if node.op_type == "MatMul"]
+    # every Dense's matmul by a weight is int8; attention's two products of activations not
+    assert quantized and len(float_matmuls) == 2 * 2  # 2 per layer, 2 layers in the fake
+    assert {p.key for p in proto.metadata_props} == {"task", "labels", "max_len"}
+    assert sorted(p.name for p in path.parent.iterdir()) == [
+        "model.onnx", "quantization.json", "tokenizer_config.json", "vocab.txt"]
+
+    head, tokenizer, task = load_finetuned(model_dir)
+    arrays = task.encode(tokenizer, examples, task.max_len)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = {"input_ids": arrays["input_ids"], "token_type_ids": arrays["token_type_ids"],
+             "attention_mask": (arrays["input_ids"] != tokenizer.pad_id).astype(np.int32)}
+    int8_labels = dict(zip([o.name for o in session.get_outputs()],
+                           session.run(None, feeds)))["label"]
+    report = json.loads((path.parent / "quantization.json").read_text())
+    assert report["examples"] == len(examples) == 80
+    assert report["scores"]["float32"]["accuracy"] == 1.0  # the labels are its answers
+    assert report["scores"]["int8"]["accuracy"] == pytest.approx(
+        accuracy_score(labels, int8_labels))
+    assert report["changed_predictions"] == int((int8_labels != labels).sum())
+    assert report["drop_points"] == pytest.approx(100 * (1 - accuracy_score(labels,
+                                                                            int8_labels)))
+    # the largest move of an answer's probability (the fake's classifier is widened: they
+    # move by tenths); float32 ONNX and TensorFlow differ by 1e-4 here (test_onnx_export)
+    float_probability = softmax(head({k: arrays[k] for k in ("input_ids", "token_type_ids")},
+                                     training=False).numpy()).max(axis=-1)
+    int8_probability = dict(zip([o.name for o in session.get_outputs()],
+                                session.run(None, feeds)))["probability"]
+    assert report["largest_output_change"] == pytest.approx(
+        np.abs(float_probability - int8_probability).max(), abs=1e-3)
+    assert printed[0].startswith("int8 check on Fake sentences dev: batch 1/2")  # progress
+    drop = report["drop_points"]
+    assert printed[-4:-1] == [
+        "Fake sentences dev, float32: accuracy 100.0%",
+        f"Fake sentences dev, int8: accuracy {100 - drop:.1f}%",
+        f"int8 loses {drop:.2f} points of accuracy on 80 examples; "
+        f"{report['changed_predictions']} prediction{'' if report['changed_predictions'] == 1 else 's'} changed; "
+        f"outputs moved by at most {report['largest_output_change']:.2g}"]
+    assert printed[-1] == (f"int8 ONNX model written to {path} (opset 17), its check in "
+                           f"{path.parent / 'quantization.json'}")
+
+
+@pytest.mark.slow
+def test_an_int8_model_losing_more_than_max_drop_is_refused_and_nothing_written(
+        sentence_check, tmp_path, monkeypatch):
+    import onnx
+    from onnx import numpy_helper
+
+    from nlp_tutorials.serving import onnx_export
+    from nlp_tutorials.serving.quantization import Int8Check
+
+    def flipped_classifier(model_bytes):
+        """The float model with its last weight matmul's sign turned: most answers change."""
+        proto = onnx.load_from_string(model_bytes)
+        weights = {w.name: w for w in proto.graph.initializer}
+        last = next(node for node in reversed(proto.graph.node) if node.op_type == "MatMul"
+                    and node.input[1] in weights)
+        weight = weights[last.input[1]]
+        weight.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(weight), weight.name))
+        return proto.SerializeToString()
+
+    monkeypatch.setattr(onnx_export, "quantize_int8", flipped_classifier)
+    model_dir, check_file, _, _ = sentence_check
+    with pytest.raises(UserError, match=r"^--max-drop 5: the int8 model scores accuracy "
+                                        r"[\d.]+% on Fake sentences dev against float32's "
+                                        r"100\.0%, [\d.]+ points lower; nothing written"):
+        onnx_export.export_onnx(model_dir, tmp_path / "served", printer=lambda line: None,
+                                int8=Int8Check(max_drop=5.0, file=str(check_file)))
+    assert not (tmp_path / "served").exists()
