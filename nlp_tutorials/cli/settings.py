@@ -279,13 +279,6 @@ class ExportModelSettings(Settings):
         if self.data and self.calibration:
             raise UserError("--calibration: the int8 model is scored on it in place of --data's "
                             "dev split; give one of them")
-
-    def check_inputs(self) -> None:
-        """The int8 check's folder and file are there (before TensorFlow loads)."""
-        if self.data:
-            require_folder(self.data, "--data", "the model's task files")
-        if self.calibration and not Path(self.calibration).is_file():
-            raise UserError(f"--calibration {self.calibration}: no such file")
         if self.ids_only and self.format == "onnx":
             raise UserError("--ids-only: only with --format savedmodel; an ONNX model always "
                             "takes ids")
@@ -295,6 +288,13 @@ class ExportModelSettings(Settings):
         if self.precision != "float32" and self.format == "onnx":
             raise UserError(f"--precision {self.precision}: only with --format savedmodel; "
                             f"the ONNX model is float32")
+
+    def check_inputs(self) -> None:
+        """The int8 check's folder and file are there (before TensorFlow loads)."""
+        if self.data:
+            require_folder(self.data, "--data", "the model's task files")
+        if self.calibration and not Path(self.calibration).is_file():
+            raise UserError(f"--calibration {self.calibration}: no such file")
 
 
 @dataclasses.dataclass(kw_only=True)
