@@ -19,6 +19,7 @@ from nlp_tutorials.system.model_files import (
 )
 from nlp_tutorials.system.settings import (
     Settings,
+    default_of,
     flag_of,
     half_open_share,
     non_negative_float,
@@ -272,8 +273,9 @@ class ExportModelSettings(Settings):
         TensorFlow's graphs only; the int8 check's flags need --quantize int8."""
         if self.quantize != "none" and self.format != "onnx":
             raise UserError(f"--quantize {self.quantize}: only with --format onnx")
-        for name in sorted(given & {"data", "calibration", "max_drop"}):
-            if self.quantize == "none":
+        for name in ("data", "calibration", "max_drop"):
+            set_here = name in given or getattr(self, name) != default_of(self, name)
+            if set_here and self.quantize == "none":
                 raise UserError(f"{flag_of(self, name)}: only with --quantize int8, whose "
                                 f"check it sets")
         if self.data and self.calibration:
