@@ -11,7 +11,8 @@ sums right:
 - the Keras optimizer all-reduces gradients by SUM across replicas before applying them.
 
 Flags are checked (:func:`check_flags`, :func:`parse_tf_config`) before TensorFlow is imported,
-so this module imports it only inside the functions that need it.
+so this module imports it only inside the functions that need it. ``--precision auto`` is
+resolved once TensorFlow has started (:func:`resolve_precision`: it asks about the GPUs).
 """
 import functools
 import json
