@@ -8,12 +8,9 @@ the CPUs it will be served on. What the model answers moves a little (docs/servi
 gives MRPC's accuracy both ways); LayerNorm, the attention's softmax and the outputs stay
 float32.
 """
-from pathlib import Path
-
+# savedmodel.py asks here whether this CPU has bfloat16 instructions (read in system.hardware).
+from nlp_tutorials.system.hardware import has_bfloat16_instructions  # noqa: F401
 from nlp_tutorials.system.model_files import SERVED_PRECISIONS as PRECISIONS
-
-# /proc/cpuinfo's names for the instructions that multiply bfloat16 in hardware.
-BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def in_precision(head, precision: str):
@@ -33,20 +30,6 @@ def in_precision(head, precision: str):
         keras.mixed_precision.set_global_policy(previous)
     copy.set_weights(head.get_weights())  # each cast to the copy's weight dtype on assignment
     return copy
-
-
-def has_bfloat16_instructions(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
-    """Whether this CPU multiplies bfloat16 in hardware; None where ``cpuinfo`` cannot say
-    (not Linux)."""
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return None
-    flags = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-    return any(flag in flags for flag in BFLOAT16_FLAGS)
 
 
 SLOW_HERE_NOTE = ("note: this CPU has no bfloat16 instructions (AVX512_BF16 or AMX): the "

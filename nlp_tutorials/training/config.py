@@ -153,7 +153,8 @@ class TrainConfig(Settings):
 
     # Fields that fix the model's shape or data: a resumed run must keep them. The strategy is
     # not one of them (a checkpoint resumes under any), but the precision is: float16's loss
-    # scale is optimizer state the checkpoint holds.
+    # scale is optimizer state the checkpoint holds. "auto" is resolved before it is compared
+    # or saved (training.pretraining.settled_run): a run records what it computed in.
     FROZEN = ("model_type", "dim", "layers", "heads", "max_len", "nsp_mode", "seed",
               "batch_size", "steps", "learning_rate", "warmup_fraction", "weight_decay",
               "tokenizer", "vocab_size", "whole_word_mask", "precision", "corpus", "data",

@@ -11,20 +11,26 @@ sums right:
 - the Keras optimizer all-reduces gradients by SUM across replicas before applying them.
 
 Flags are checked (:func:`check_flags`, :func:`parse_tf_config`) before TensorFlow is imported,
-so this module imports it only inside the functions that need it.
+so this module imports it only inside the functions that need it. ``--precision auto`` is
+resolved once TensorFlow has started (:func:`resolve_precision`: it asks about the GPUs).
 """
 import functools
 import json
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from nlp_tutorials.system.errors import UserError, first_line
+from nlp_tutorials.system.hardware import CPUINFO, bfloat16_instructions
 from nlp_tutorials.system.json_files import parse_json
 from nlp_tutorials.system.settings import positive_int, setting
 from nlp_tutorials.system.values import is_integer
 
 STRATEGIES = ("default", "mirrored", "multiworker", "tpu")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+AUTO = "auto"  # --precision: mixed_bfloat16 where the hardware has bfloat16, else float32
+PRECISIONS = (AUTO, "float32", "mixed_float16", "mixed_bfloat16")
+# NVIDIA GPUs compute in bfloat16 from this compute capability on (Ampere).
+BFLOAT16_GPU_CAPABILITY = (8, 0)
 TF_CONFIG_EXAMPLE = ('{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
                      '"task": {"type": "worker", "index": 0}}')
 
@@ -47,8 +53,10 @@ def cpu_replicas_setting():
 
 
 def precision_setting():
-    return setting("float32", "'float32', or Keras mixed precision: 'mixed_float16' (with loss "
-                              "scaling; GPUs) or 'mixed_bfloat16' (TPUs, recent GPUs and CPUs)",
+    return setting(AUTO, "'auto' (mixed_bfloat16 where the CPU or GPU computes in bfloat16, "
+                         "else float32), 'float32', or Keras mixed precision: 'mixed_float16' "
+                         "(with loss scaling; GPUs) or 'mixed_bfloat16' (TPUs, recent GPUs "
+                         "and CPUs)",
                    choices=PRECISIONS)
 
 
@@ -239,8 +247,75 @@ def set_op_determinism(on: bool) -> None:
         tf.config.experimental.enable_op_determinism()
 
 
+class Precision(NamedTuple):
+    """The precision a run computes in (never "auto") and, for ``--precision auto``, why."""
+
+    name: str
+    reason: str = ""
+
+    def line(self) -> str:
+        """The run's first line: ``precision: mixed_bfloat16 (auto: this CPU has AMX)``."""
+        return f"precision: {self.name}" + (f" ({self.reason})" if self.reason else "")
+
+
+def resolve_precision(name: str, cpuinfo: Path | None = None,
+                      gpus: list | None = None) -> Precision:
+    """``--precision name`` as the run computes: ``name`` itself, or for "auto" what this
+    machine's hardware computes fast (:func:`auto_precision`).
+
+    ``cpuinfo``: where the CPU's flags are read (None: :data:`~nlp_tutorials.system.hardware.
+    CPUINFO`). ``gpus``: each GPU's compute capability, as (major, minor) or None where
+    unknown; None asks TensorFlow (:func:`gpu_capabilities`), so call it once TensorFlow may
+    start.
+    """
+    if name not in PRECISIONS:
+        raise UserError(f"--precision {name!r}: expected one of {', '.join(PRECISIONS)}")
+    if name != AUTO:
+        return Precision(name)
+    return auto_precision(bfloat16_instructions(CPUINFO if cpuinfo is None else cpuinfo),
+                          gpu_capabilities() if gpus is None else gpus)
+
+
+def auto_precision(cpu_instructions: list | None, gpus: list) -> Precision:
+    """What "auto" picks: mixed_bfloat16 on GPUs that all compute in bfloat16 (compute
+    capability 8.0 or more), or, without a GPU, on a CPU with bfloat16 instructions
+    (``cpu_instructions``: their names, [] for none, None where unknown); else float32.
+
+    With a GPU the step runs there, so the CPU's instructions do not count.
+    """
+    if gpus:
+        shown = ", ".join("unknown" if capability is None else
+                          ".".join(map(str, capability)) for capability in gpus)
+        least = ".".join(map(str, BFLOAT16_GPU_CAPABILITY))
+        if all(capability is not None and tuple(capability) >= BFLOAT16_GPU_CAPABILITY
+               for capability in gpus):
+            these = "this GPU computes" if len(gpus) == 1 else f"these {len(gpus)} GPUs compute"
+            return Precision("mixed_bfloat16", f"auto: {these} in bfloat16 (compute capability "
+                                               f"{shown})")
+        these = "this GPU has no" if len(gpus) == 1 else "not every GPU has"
+        return Precision("float32", f"auto: {these} bfloat16 (compute capability {shown}; "
+                                    f"bfloat16 needs {least} or more)")
+    if cpu_instructions:
+        return Precision("mixed_bfloat16",
+                         f"auto: this CPU has {' and '.join(cpu_instructions)}")
+    if cpu_instructions is None:
+        return Precision("float32", "auto: no GPU, and no /proc/cpuinfo to read this CPU's "
+                                    "instructions from")
+    return Precision("float32", "auto: no bfloat16 instructions on this CPU or GPU")
+
+
+def gpu_capabilities() -> list:
+    """The compute capability of each GPU TensorFlow sees, (major, minor), None where it gives
+    none (a GPU that is not NVIDIA's)."""
+    import tensorflow as tf
+
+    return [tf.config.experimental.get_device_details(gpu).get("compute_capability")
+            for gpu in tf.config.list_physical_devices("GPU")]
+
+
 def set_precision(name: str) -> None:
-    """Make models built from now on compute in ``name`` (one of :data:`PRECISIONS`).
+    """Make models built from now on compute in ``name`` (one of :data:`PRECISIONS`; "auto"
+    is resolved first, :func:`resolve_precision`).
 
     ``mixed_*`` keeps the weights in float32 and computes in float16 or bfloat16. Softmax and
     losses stay float32 in the models. Under ``mixed_float16``, ``Model.compile`` wraps the
@@ -251,9 +326,7 @@ def set_precision(name: str) -> None:
     """
     import keras
 
-    if name not in PRECISIONS:
-        raise UserError(f"--precision {name!r}: expected one of {', '.join(PRECISIONS)}")
-    keras.mixed_precision.set_global_policy(name)
+    keras.mixed_precision.set_global_policy(resolve_precision(name).name)
 
 
 def compiled_step(strategy, model, batch, jit_compile: bool = False, training: bool = True,

@@ -305,6 +305,9 @@ def finetune(config: FinetuneConfig, printer=print, task: Task | None = None) ->
     # First: logical CPU devices and the multi-worker runtime need a TensorFlow not yet started.
     strategy = distribute.make_strategy(config.strategy, config.cpu_replicas)
     distribute.check_batch_size(config.batch_size, strategy)
+    precision = distribute.resolve_precision(config.precision)  # "auto": what it stands for here
+    config = dataclasses.replace(config, precision=precision.name)  # as results.json records
+    printer(precision.line())
     distribute.set_precision(config.precision)
     distribute.set_op_determinism(config.deterministic)
     output_dir = distribute.worker_dir(config.output_dir, config.strategy)

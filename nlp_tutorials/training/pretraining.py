@@ -99,6 +99,25 @@ def settle_run(config: TrainConfig, given: set, resume: bool,
     return config, tokenizer, model_config, text
 
 
+def settled_run(config: TrainConfig, given: set, resume: bool, text: PretrainingText | None,
+                printer=print):
+    """:func:`settle_run` in the precision the run computes in, said in the run's first line.
+
+    ``--precision auto`` is resolved first (:func:`~nlp_tutorials.training.distribute.
+    resolve_precision`; GPUs are asked of TensorFlow), so that ``--resume`` compares, and the
+    run saves, a precision, never "auto". A resumed run without ``--precision`` keeps its own.
+    """
+    precision = distribute.resolve_precision(config.precision)
+    config, tokenizer, model_config, text = settle_run(
+        dataclasses.replace(config, precision=precision.name), given, resume, text)
+    if resume and "precision" not in given:
+        precision = distribute.resolve_precision(config.precision)
+        precision = precision._replace(reason=precision.reason or "the resumed run's")
+        config = dataclasses.replace(config, precision=precision.name)
+    printer(precision.line())
+    return config, tokenizer, model_config, text
+
+
 def save_run(config: TrainConfig, tokenizer, model_config: ModelConfig) -> None:
     """Write a new run's tokenizer, ``config.json`` and ``train_config.json`` into
     ``model_dir``, each atomically; ``export``, ``finetune`` and ``--resume`` read them."""
@@ -266,7 +285,7 @@ def pretrain(config: TrainConfig, given: set = frozenset(), resume: bool = False
     config = dataclasses.replace(
         config, model_dir=str(distribute.worker_dir(config.model_dir, config.strategy)))
     steps_asked = config.steps
-    config, tokenizer, model_config, text = settle_run(config, given, resume, text)
+    config, tokenizer, model_config, text = settled_run(config, given, resume, text, printer)
     distribute.check_batch_size(config.batch_size, strategy)
     distribute.set_precision(config.precision)
     distribute.set_op_determinism(config.deterministic)

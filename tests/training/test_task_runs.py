@@ -145,6 +145,17 @@ def test_a_task_folder_is_read_once_and_reported(finetuned, glue_folder):
     assert result["runs"][0]["test"] is None and "dev_mean_std" in result
 
 
+def test_the_run_says_its_precision_before_training_and_records_it(finetuned):
+    """--precision auto (the default) is resolved: results.json holds what the run computed
+    in, which its line says, before the first epoch's."""
+    folder, _, printed = finetuned
+    precision = json.loads((folder / "results.json").read_text())["config"]["precision"]
+    assert precision in ("float32", "mixed_bfloat16")
+    said = [line for line in printed if line.startswith("precision: ")]
+    assert len(said) == 1 and said[0].startswith(f"precision: {precision} (auto: ")
+    assert printed.index(said[0]) < min(i for i, line in enumerate(printed) if "epoch" in line)
+
+
 def test_task_json_keeps_what_predict_and_evaluate_need(finetuned):
     folder, _, _ = finetuned
     saved = json.loads((folder / "task.json").read_text())
@@ -196,10 +207,10 @@ def test_the_epoch_seed_and_summary_lines_show_a_score_on_one_scale(finetuned):
     _, result, printed = finetuned
     printed = without_progress(printed)
     dev = result["runs"][0]["dev"]
-    assert printed[2].startswith("seed 1 epoch 1: train loss ")
-    assert printed[2].endswith(f", dev {shown_scores(dev, ' ')}")
-    assert printed[3] == f"seed 1: epoch 1, best dev accuracy {100 * dev['accuracy']:.1f}%"
-    assert printed[4] == f"MRPC dev over 1 seed: {shown_scores(dev, ', ')}"
+    assert printed[3].startswith("seed 1 epoch 1: train loss ")
+    assert printed[3].endswith(f", dev {shown_scores(dev, ' ')}")
+    assert printed[4] == f"seed 1: epoch 1, best dev accuracy {100 * dev['accuracy']:.1f}%"
+    assert printed[5] == f"MRPC dev over 1 seed: {shown_scores(dev, ', ')}"
 
 
 def test_evaluate_without_the_split_names_what_to_pass(finetuned, tmp_path):

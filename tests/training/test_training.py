@@ -89,6 +89,10 @@ def test_training_leaves_everything_later_commands_need(trained):
     assert "most-frequent-token baseline" in printed
     assert run["model_dir"] == str(model_dir) and run["max_len"] == 32
     assert run["steps_taken"] == 6
+    # The default --precision auto, resolved: said first, and saved as what the run computed in.
+    precision = json.loads((model_dir / "train_config.json").read_text())["precision"]
+    assert precision in ("float32", "mixed_bfloat16")
+    assert printed.splitlines()[0].startswith(f"precision: {precision} (auto: ")
 
 
 def test_restored_model_is_the_model_that_was_trained(trained):
