@@ -32,6 +32,22 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def float32_by_default(tmp_path_factory):
+    """``--precision auto`` (train's and finetune's default) computes in float32 in every test,
+    whatever this CPU has: the suite's exact comparisons (a resumed run, HuggingFace parity)
+    are float32's, and a run must not change precision with the machine the suite runs on.
+    The tests of auto itself give it a CPU (tests/training/test_auto_precision.py). A command
+    line started in a subprocess reads the real CPU."""
+    from nlp_tutorials.training import distribute
+
+    plain = tmp_path_factory.mktemp("cpu") / "cpuinfo"
+    plain.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(distribute, "CPUINFO", plain)
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_bert():
     """One tiny BERT (support.tiny_model's defaults) shared by the tests that only read it: none
