@@ -37,7 +37,10 @@ when named: ``ort-torch-opt``, ``ort-torch``'s model after ONNX Runtime's transf
 width read from MiniLM's config.json: 12 heads, 384 wide; it fuses each layer's attention into
 one ``Attention`` operator, the embeddings' sum and LayerNorm into ``EmbedLayerNormalization``,
 each residual add and LayerNorm into ``SkipLayerNormalization`` and each GELU with its bias into
-``BiasGelu``, and the script prints what it fused); and
+``BiasGelu``, and the script prints what it fused; these are ``optimize_model``'s defaults,
+where Optimum's ``OptimizationConfig`` leaves ``EmbedLayerNormalization`` unfused by default,
+which the int8 model below does not need: dynamic quantization leaves that operator in
+float32); and
 ``ort-torch-opt-int8``, that optimized model quantized the way HuggingFace Optimum's
 ``AutoQuantizationConfig.avx512_vnni(is_static=False, per_channel=False)`` quantizes it. What is
 mirrored from Optimum's ``ORTQuantizer.quantize`` (without depending on Optimum): dynamic
