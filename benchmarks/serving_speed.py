@@ -15,7 +15,7 @@ classifier on ``--minilm-dir``: speed does not depend on the weights). The syste
 - ``torch``: transformers' ``BertForSequenceClassification`` on the same MiniLM weights, eager,
   in ``torch.inference_mode``, with its fast (Rust) tokenizer;
 - ``ort-torch``: that model exported by ``torch.onnx.export`` (opset 17), in ONNX Runtime with
-  the fast tokenizer.
+  the fast tokenizer: the ratio column's anchor.
 
 Routes, timed when named in ``--systems``: ``tf-strings-xla`` and ``tf-ids-xla``
 (``export-model --xla``: the model's call compiled by XLA, inputs padded to a multiple of 32
@@ -25,10 +25,36 @@ pairs first, as a server would warm up, where the others warm up on one batch an
 CPUs with AVX512_BF16 or AMX); ``tf-strings-onednn`` and ``tf-ids-onednn`` (the plain
 SavedModel, TensorFlow started with ``TF_ENABLE_ONEDNN_OPTS=1``: its oneDNN kernels, on by
 default only on CPUs with VNNI, AVX512_BF16 or AMX; the plain systems run with TensorFlow's
-default for the CPU); ``ort-ours-int8`` (``ort-ours`` with its matmul weights quantized to
-int8 by ``onnxruntime.quantization.quantize_dynamic``); and ``ort-ours-unfused`` (the ONNX
-export as tf2onnx converted it, without the export's graph rewrites:
-``nlp_tutorials.serving.onnx_fusion``).
+default for the CPU); ``ort-ours-int8`` (the model ``export-model --format onnx --quantize
+int8`` writes: ``ort-ours``'s model through ``nlp_tutorials.serving.quantization.quantize_int8``,
+ONNX Runtime's dynamic quantization with int8 weights per channel in every matmul by a weight);
+and ``ort-ours-unfused`` (the ONNX export as tf2onnx converted it, without the export's graph
+rewrites: ``nlp_tutorials.serving.onnx_fusion``).
+
+The anchors for those routes, in ``--reference-python`` (which then needs ``onnx`` too), timed
+when named: ``ort-torch-opt``, ``ort-torch``'s model after ONNX Runtime's transformer optimizer
+(``onnxruntime.transformers.optimizer.optimize_model``, model type ``bert``, the head count and
+width read from MiniLM's config.json: 12 heads, 384 wide; it fuses each layer's attention into
+one ``Attention`` operator, the embeddings' sum and LayerNorm into ``EmbedLayerNormalization``,
+each residual add and LayerNorm into ``SkipLayerNormalization`` and each GELU with its bias into
+``BiasGelu``, and the script prints what it fused; these are ``optimize_model``'s defaults,
+where Optimum's ``OptimizationConfig`` leaves ``EmbedLayerNormalization`` unfused by default,
+which the int8 model below does not need: dynamic quantization leaves that operator in
+float32); and
+``ort-torch-opt-int8``, that optimized model quantized the way HuggingFace Optimum's
+``AutoQuantizationConfig.avx512_vnni(is_static=False, per_channel=False)`` quantizes it. What is
+mirrored from Optimum's ``ORTQuantizer.quantize`` (without depending on Optimum): dynamic
+quantization (``IntegerOps``, the activations quantized to uint8 as the model runs), weights
+int8 and symmetric, activations asymmetric, one scale per weight tensor (``per_channel=False``),
+no reduced range, no subgraphs, every operator of the listed types quantized (Optimum does not
+set ``MatMulConstBOnly``). The operator types are ``MatMul`` and ``Attention``: Optimum's
+default list is ``MatMul`` and ``Add``, but ``Add`` has no dynamic integer kernel and is left in
+float32, while the fused ``Attention`` holds the query, key and value weights, which the
+package's int8 model quantizes; naming it quantizes them here too. The summary's second ratio
+column, present when ``ort-torch-opt-int8`` ran, is against it: the fair anchor for
+``ort-ours-int8``. Before timing, the script checks on a padded probe batch that the torch
+export answers as torch does and the optimized model as the export does (within 1e-4), and
+prints how far the int8 model's P(paraphrase) moved.
 
 ONNX Runtime runs at optimisation level ALL. Each system runs in a fresh process for each round
 and thread count (``--threads``: TensorFlow's intra-op pool, torch's, ONNX Runtime's; inter-op
@@ -37,8 +63,10 @@ pools 1), the systems alternating within a round; the torch systems run in
 the machine's float32 matmul rate at each thread count (the faster of numpy's BLAS and ONNX
 Runtime's MatMul on [2048, 384] x [384, 1536], MiniLM's feed-forward at batch 32), and each
 system's share of it: the encoder's
-matmul work (about 2 x 21.7 MFLOP a token, padding included) over the time. Prints every round,
-then medians, the ratios to ``ort-torch`` within each round, and the shares.
+matmul work (about 2 x 21.7 MFLOP a token, padding included) over the time. Prints every round
+(with the ratios to ``ort-torch`` in it), then a table of medians: the speeds, the ratios to
+``ort-torch`` (and to ``ort-torch-opt-int8``, when timed) as medians of the per-round ratios,
+and the shares.
 """
 import argparse
 import json
@@ -53,16 +81,23 @@ from pathlib import Path
 SYSTEMS = ("tf-strings", "tf-ids", "ort-ours", "torch", "ort-torch")
 # Routes to a faster model, timed when named in --systems: export-model --xla's SavedModel,
 # export-model --precision bfloat16's, the plain one with TensorFlow's oneDNN kernels switched
-# on, the ONNX export with its matmuls' weights quantized to int8 (ONNX Runtime's dynamic
-# quantization), and the ONNX export without its graph rewrites.
+# on, export-model --quantize int8's ONNX model, and the ONNX export without its graph
+# rewrites; and the torch export after ONNX Runtime's transformer optimizer, in float32 and
+# quantized to int8 as HuggingFace Optimum quantizes it (the anchors for those routes).
 ROUTES = ("tf-strings-xla", "tf-ids-xla", "tf-strings-bf16", "tf-ids-bf16",
-          "tf-strings-onednn", "tf-ids-onednn", "ort-ours-int8", "ort-ours-unfused")
+          "tf-strings-onednn", "tf-ids-onednn", "ort-ours-int8", "ort-ours-unfused",
+          "ort-torch-opt", "ort-torch-opt-int8")
 # The ONNX model each ONNX Runtime system of ours loads.
 ONNX_MODELS = {"ort-ours": "onnx_ours", "ort-ours-int8": "onnx_ours_int8",
                "ort-ours-unfused": "onnx_ours_unfused"}
 # The SavedModel each TensorFlow system loads, by the end of its name.
 SAVEDMODELS = {"-xla": "savedmodel_xla", "-bf16": "savedmodel_bf16"}
-REFERENCE_SYSTEMS = ("torch", "ort-torch")
+# The ONNX model each system of the reference Python loads (torch loads none).
+REFERENCE_MODELS = {"torch": "onnx_torch", "ort-torch": "onnx_torch",
+                    "ort-torch-opt": "onnx_torch_opt", "ort-torch-opt-int8": "onnx_torch_opt_int8"}
+REFERENCE_SYSTEMS = tuple(REFERENCE_MODELS)
+# The anchor of the summary's second ratio column: the int8 route as HuggingFace users get it.
+INT8_ANCHOR = "ort-torch-opt-int8"
 BATCH = 32
 # all-MiniLM-L6-v2: 6 layers, hidden 384, intermediate 1,536.
 LAYERS, HIDDEN, INTERMEDIATE = 6, 384, 1536
@@ -77,9 +112,14 @@ def encoder_flops(tokens: int, step: int) -> float:
 
 
 # Runs in the reference Python: argv = MiniLM folder, ONNX path, system, threads; stdin = the
-# job as JSON; prints one JSON line of timings. With system "export" it writes the ONNX file.
+# job as JSON; prints one JSON line of timings. With system "export" it writes the ONNX file;
+# with "optimize" it reads it and writes the optimized model and its int8 copy (argv 5 and 6),
+# printing what the optimizer fused and how far each model's answers are from the export's.
+# Both steps check answers on a padded probe batch: the export's logits against torch's, the
+# optimized model's answers against the export's.
 REFERENCE = r"""
-import json, statistics, sys, time
+import inspect, json, statistics, sys, time
+import numpy as np
 import torch
 folder, onnx_path, system, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 torch.set_num_threads(threads)
@@ -88,18 +128,71 @@ torch.manual_seed(0)
 from transformers import BertForSequenceClassification, BertTokenizerFast
 tokenizer = BertTokenizerFast.from_pretrained(folder)
 NAMES = ("input_ids", "token_type_ids", "attention_mask")
-if system == "export":
-    model = BertForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
-    sample = tokenizer(["a b c"] * 2, ["d e"] * 2, return_tensors="pt", padding=True)
-    torch.onnx.export(model, (), onnx_path, kwargs={k: sample[k] for k in NAMES},
-                      input_names=list(NAMES), output_names=["logits"], opset_version=17,
-                      dynamic_axes={k: {0: "batch", 1: "step"} for k in NAMES}, dynamo=False)
-    sys.exit(0)
-job = json.loads(sys.stdin.readline())
 
 def encoded(s1, s2, kind):
     return tokenizer(s1, s2, padding=True, truncation="longest_first", max_length=128,
                      return_tensors=kind)
+
+def probability(logits):
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True))[:, 1]
+
+def onnx_logits(path, threads):
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    types = {i.name: np.int32 if i.type == "tensor(int32)" else np.int64
+             for i in session.get_inputs()}  # the export's int64, or what the optimizer made
+    return lambda arrays: session.run(None, {k: arrays[k].astype(t) for k, t in types.items()})[0]
+
+PROBE = encoded(["The cat sat on the mat.", "hi"], ["A cat was sitting on a mat.", "hello there"],
+                "np")
+
+if system == "export":
+    model = BertForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
+    sample = tokenizer(["a b c"] * 2, ["d e"] * 2, return_tensors="pt", padding=True)
+    # input_names name forward's parameters in forward's order (attention_mask comes second)
+    order = [name for name in inspect.signature(model.forward).parameters if name in NAMES]
+    torch.onnx.export(model, (), onnx_path, kwargs={k: sample[k] for k in order},
+                      input_names=order, output_names=["logits"], opset_version=17,
+                      dynamic_axes={k: {0: "batch", 1: "step"} for k in NAMES}, dynamo=False)
+    with torch.inference_mode():
+        expected = model(**{k: torch.tensor(PROBE[k]) for k in NAMES}).logits.numpy()
+    difference = float(np.abs(onnx_logits(onnx_path, 1)(PROBE) - expected).max())
+    if not difference <= 1e-4:
+        sys.exit(f"torch.onnx.export: ONNX Runtime's logits differ from torch's by "
+                 f"{difference:.2g} on a probe batch (expected at most 1e-4)")
+    sys.exit(0)
+if system == "optimize":
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+    with open(f"{folder}/config.json") as file:
+        config = json.load(file)  # all-MiniLM-L6-v2: 12 heads, hidden 384
+    optimized_path, int8_path = sys.argv[5], sys.argv[6]
+    optimized = optimize_model(onnx_path, model_type="bert",
+                               num_heads=config["num_attention_heads"],
+                               hidden_size=config["hidden_size"])
+    optimized.save_model_to_file(optimized_path)
+    # Optimum's AutoQuantizationConfig.avx512_vnni(is_static=False, per_channel=False), as its
+    # ORTQuantizer passes it to ONNX Runtime's quantizer; operators MatMul and Attention. Shape
+    # inference gives no type past the fused operators, all float32: DefaultTensorType says so.
+    quantize_dynamic(optimized_path, int8_path, per_channel=False, reduce_range=False,
+                     weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Attention"],
+                     extra_options={"WeightSymmetric": True, "ActivationSymmetric": False,
+                                    "EnableSubgraph": False, "MatMulConstBOnly": False,
+                                    "DefaultTensorType": 1})  # onnx.TensorProto.FLOAT
+    expected = probability(onnx_logits(onnx_path, 1)(PROBE))
+    moved = {name: float(np.abs(probability(onnx_logits(path, 1)(PROBE)) - expected).max())
+             for name, path in (("float32", optimized_path), ("int8", int8_path))}
+    if not moved["float32"] <= 1e-4:
+        sys.exit(f"optimize_model: the optimized model's answers differ from the export's by "
+                 f"{moved['float32']:.2g} on a probe batch (expected at most 1e-4)")
+    fused = {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+    print(json.dumps({"fused": fused, "moved": moved}), flush=True)
+    sys.exit(0)
+job = json.loads(sys.stdin.readline())
 
 if system == "torch":
     model = BertForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
@@ -107,16 +200,9 @@ if system == "torch":
         with torch.inference_mode():
             return torch.softmax(model(**encoded(s1, s2, "pt")).logits, -1)[:, 1].numpy()
 else:
-    import numpy as np, onnxruntime
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = onnxruntime.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+    logits = onnx_logits(onnx_path, threads)
     def answer(s1, s2):
-        arrays = encoded(s1, s2, "np")
-        logits = session.run(None, {k: arrays[k].astype(np.int64) for k in NAMES})[0]
-        e = np.exp(logits - logits.max(-1, keepdims=True))
-        return (e / e.sum(-1, keepdims=True))[:, 1]
+        return probability(logits(encoded(s1, s2, "np")))
 
 def seconds(run):
     start = time.perf_counter()
@@ -286,8 +372,8 @@ def worker(args) -> None:
 def run_worker(args, system: str, threads: int, job: dict) -> dict:
     """Start a fresh process for ``system`` and read its one line of timings."""
     if system in REFERENCE_SYSTEMS:
-        command = [args.reference_python, "-c", REFERENCE, job["minilm_dir"], job["onnx_torch"],
-                   system, str(threads)]
+        command = [args.reference_python, "-c", REFERENCE, job["minilm_dir"],
+                   job[REFERENCE_MODELS[system]], system, str(threads)]
     else:
         command = [sys.executable, __file__, "--reference-python", args.reference_python,
                    "--worker", system, "--threads", str(threads)]
@@ -301,9 +387,11 @@ def run_worker(args, system: str, threads: int, job: dict) -> dict:
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
-def prepare(args, folder: Path) -> dict:
-    """Export the SavedModel and the two ONNX models into ``folder``; the job's paths."""
+def prepare(args, folder: Path, systems) -> dict:
+    """Export the SavedModels and the ONNX models into ``folder`` (the torch export's
+    optimized copies only when ``systems`` names one); the job's paths."""
     from nlp_tutorials.serving.onnx_export import export_onnx
+    from nlp_tutorials.serving.quantization import quantize_int8
     from nlp_tutorials.serving.savedmodel import export_model
 
     model_dir = Path(args.model_dir)
@@ -321,13 +409,31 @@ def prepare(args, folder: Path) -> dict:
            "onnx_ours_unfused": str(export_onnx(model_dir, folder / "unfused", fused=False,
                                                 **quiet)),
            "onnx_torch": str(folder / "torch.onnx")}
-    subprocess.run([args.reference_python, "-c", REFERENCE, job["minilm_dir"],
-                    job["onnx_torch"], "export", "1"], check=True, capture_output=True)
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    job["onnx_ours_int8"] = str(folder / "ours_int8.onnx")
-    quantize_dynamic(job["onnx_ours"], job["onnx_ours_int8"], weight_type=QuantType.QInt8)
+    reference(args, job, "export")
+    job["onnx_ours_int8"] = str(folder / "ours_int8.onnx")  # what export-model --quantize int8
+    Path(job["onnx_ours_int8"]).write_bytes(quantize_int8(Path(job["onnx_ours"]).read_bytes()))
+    if {"ort-torch-opt", "ort-torch-opt-int8"} & set(systems):
+        job["onnx_torch_opt"] = str(folder / "torch_opt.onnx")
+        job["onnx_torch_opt_int8"] = str(folder / "torch_opt_int8.onnx")
+        found = json.loads(reference(args, job, "optimize", job["onnx_torch_opt"],
+                                     job["onnx_torch_opt_int8"]).strip().splitlines()[-1])
+        fused = ", ".join(f"{count} {name}" for name, count in found["fused"].items())
+        print(f"ONNX Runtime's transformer optimizer fused, in the torch export: {fused}; "
+              f"P(paraphrase) on a probe batch moved by at most "
+              f"{found['moved']['float32']:.1g} (float32), {found['moved']['int8']:.2g} (int8)",
+              flush=True)
     return job
+
+
+def reference(args, job: dict, step: str, *paths) -> str:
+    """Run the reference Python's ``export`` or ``optimize`` step on the torch export; what it
+    printed."""
+    finished = subprocess.run([args.reference_python, "-c", REFERENCE, job["minilm_dir"],
+                               job["onnx_torch"], step, "1", *paths], capture_output=True,
+                              text=True, check=False)
+    if finished.returncode:
+        sys.exit(f"the reference Python's {step} step failed:\n{finished.stderr[-3000:]}")
+    return finished.stdout
 
 
 def fresh_classifier(minilm, folder: Path) -> Path:
@@ -356,7 +462,7 @@ def figures(timings: dict, gflops: float) -> dict:
 
 
 def line(system: str, mine: dict, base: dict | None) -> str:
-    text = (f"  {system:<10} b32 {mine['b32 pairs/s']:6.1f} pairs/s  b1 {mine['b1 ms']:6.1f} ms"
+    text = (f"  {system:<18} b32 {mine['b32 pairs/s']:6.1f} pairs/s  b1 {mine['b1 ms']:6.1f} ms"
             f"  matmul share {mine['share b32']:.2f} / {mine['share b1']:.2f}")
     if base:
         text += (f"  vs ort-torch {mine['b32 pairs/s'] / base['b32 pairs/s']:.2f} / "
@@ -374,24 +480,28 @@ def one_round(args, job: dict, systems, threads: int) -> dict:
 
 
 def summary(rounds: dict, systems) -> None:
-    """Medians over rounds, ratios to ort-torch (the median of per-round ratios), as a table."""
-    print("| system | threads | batch 32, pairs/s | batch 1, ms | against ort-torch (b32 / b1) "
-          "| share of matmul rate (b32 / b1) |\n|---|---|---|---|---|---|")
+    """Medians over rounds, ratios to ort-torch (the median of per-round ratios), as a table;
+    with ort-torch-opt-int8 timed, the ratios to it in a column of their own."""
+    anchors = ["ort-torch"] + [INT8_ANCHOR] * (INT8_ANCHOR in systems)
+    print("| system | threads | batch 32, pairs/s | batch 1, ms | "
+          + "".join(f"against {a} (b32 / b1) | " for a in anchors)
+          + "share of matmul rate (b32 / b1) |\n" + "|---" * (5 + len(anchors)) + "|")
     for threads, results in rounds.items():
         for system in systems:
             def median(key, of=system):
                 return statistics.median(r[of][key] for r in results)
 
-            def ratio(key):
-                return statistics.median(r[system][key] / r["ort-torch"][key] for r in results)
+            def ratio(key, anchor):
+                return statistics.median(r[system][key] / r[anchor][key] for r in results)
 
-            against = (f"{ratio('b32 pairs/s'):.2f} / {ratio('b1 pairs/s'):.2f}"
-                       if "ort-torch" in systems else "-")
+            against = "".join(f"{ratio('b32 pairs/s', a):.2f} / {ratio('b1 pairs/s', a):.2f} | "
+                              if a in systems else "- | " for a in anchors)
             print(f"| {system} | {threads} | {median('b32 pairs/s'):.1f} | "
-                  f"{median('b1 ms'):.1f} | {against} | {median('share b32'):.2f} / "
+                  f"{median('b1 ms'):.1f} | {against}{median('share b32'):.2f} / "
                   f"{median('share b1'):.2f} |")
         rates = [r["matmul GFLOP/s"] for r in results]
-        print(f"| matmul rate | {threads} | {statistics.median(rates):.1f} GFLOP/s | | | |")
+        print(f"| matmul rate | {threads} | {statistics.median(rates):.1f} GFLOP/s | |"
+              + " |" * (1 + len(anchors)))
 
 
 def main(argv=None):
@@ -406,7 +516,7 @@ def main(argv=None):
     thread_counts = [int(t) for t in args.threads.split(",")]
     batches, singles = pair_batches(args)
     with tempfile.TemporaryDirectory() as tmp:
-        job = {**prepare(args, Path(tmp)), "batches": batches, "singles": singles}
+        job = {**prepare(args, Path(tmp), systems), "batches": batches, "singles": singles}
         print(f"{len(batches)} batches of {BATCH} and {len(singles)} single MRPC test pairs a "
               f"round; systems {', '.join(systems)}; threads {args.threads}", flush=True)
         rounds = {threads: [] for threads in thread_counts}
