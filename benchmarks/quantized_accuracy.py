@@ -34,7 +34,35 @@ def parse_args(argv=None):
     parser.add_argument("--data", default=None,
                         help="the task's data folder (default: MRPC's shipped copy)")
     parser.add_argument("--splits", default="dev,test", help="splits to score (default dev,test)")
+    parser.add_argument("--results-row", default=None, metavar="FILE",
+                        help="also write the offered recipe's figures on the last split as a "
+                             "row of benchmarks/results/int8_accuracy (scripts/results_tables.py)")
+    parser.add_argument("--label", default="", help="the row's model cell, e.g. 'MRPC, seed 1'")
     return parser.parse_args(argv)
+
+
+def results_row(path: Path, label: str, task, split: str, scores: dict, changed: int,
+                examples: int) -> None:
+    """The int8_accuracy table's row for the offered recipe: the task's first metric in float32
+    and int8 on ``split``, the points lost and the predictions changed, with this run's
+    command, date, machine and revision."""
+    import json
+
+    from nlp_tutorials.system.provenance import run_provenance
+    from nlp_tutorials.tasks.base import reported
+
+    metric, printed = task.metrics[0]
+    before, after = scores["float32"][metric], scores["offered"][metric]
+    provenance = run_provenance()
+    row = {**provenance, "date": provenance["date"][:10],
+           "source": "written by benchmarks/quantized_accuracy.py --results-row",
+           "figures": {"float32": reported(metric, before), "int8": reported(metric, after),
+                       "lost": f"{100 * (before - after):.2f}", "changed": str(changed)},
+           "cells": {"model": label, "split, metric": f"{split} ({examples}), {printed}",
+                     "float32": "{float32}", "int8": "{int8}", "points lost": "{lost}",
+                     "predictions changed": "{changed}"}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(row, indent=2) + "\n")
 
 
 def quantized(model_bytes: bytes, recipe: str, folder: Path) -> bytes:
@@ -64,7 +92,7 @@ def quantized(model_bytes: bytes, recipe: str, folder: Path) -> bytes:
         options["nodes_to_exclude"] = activations + [last]
     elif recipe == "offered, pre-processed":
         prepared = folder / "prepared.onnx"
-        quant_pre_process(str(source), str(prepared))
+        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
         source = prepared
         proto = onnx.load(prepared)  # node names may have changed
         weights = {initializer.name for initializer in proto.graph.initializer}
@@ -103,11 +131,16 @@ def main(argv=None):
         logits, _ = answers(sessions, module, arrays, display=None)
         predictions = {name: task.predictions(found, arrays, examples)
                        for name, found in logits.items()}
+        scores, changed = {}, {}
         for name, found in predictions.items():
-            changed = sum(answer_of(a) != answer_of(b)
-                          for a, b in zip(predictions["float32"], found))
+            scores[name] = task.score(examples, found)
+            changed[name] = sum(answer_of(a) != answer_of(b)
+                                for a, b in zip(predictions["float32"], found))
             print(f"{task.title} {split} ({len(examples)}), {name}: "
-                  f"{task.describe(task.score(examples, found))}; {changed} changed")
+                  f"{task.describe(scores[name])}; {changed[name]} changed", flush=True)
+    if args.results_row:
+        results_row(Path(args.results_row), args.label, task, split, scores, changed["offered"],
+                    len(examples))
 
 
 if __name__ == "__main__":

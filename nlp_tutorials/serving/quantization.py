@@ -16,6 +16,7 @@ printed and saved beside the model (``quantization.json``); a model that loses m
 ``--max-drop`` points of the task's first metric is refused and nothing is written.
 """
 import dataclasses
+import logging
 import tempfile
 from pathlib import Path
 
@@ -54,8 +55,17 @@ def quantize_int8(model_bytes: bytes) -> bytes:
     with tempfile.TemporaryDirectory() as folder:
         float_path, int8_path = Path(folder) / "float32.onnx", Path(folder) / "int8.onnx"
         float_path.write_bytes(model_bytes)
-        quantize_dynamic(float_path, int8_path, per_channel=True, weight_type=QuantType.QInt8,
-                         op_types_to_quantize=["MatMul"], nodes_to_exclude=between_activations)
+        root = logging.getLogger()
+        level = root.level
+        # Its advice to pre-process (shape inference, graph optimization) is for models of
+        # unknown shapes: tf2onnx's graph has its shapes, and ONNX Runtime optimizes on loading.
+        root.setLevel(logging.ERROR)
+        try:
+            quantize_dynamic(float_path, int8_path, per_channel=True,
+                             weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+                             nodes_to_exclude=between_activations)
+        finally:
+            root.setLevel(level)
         quantized = onnx.load(int8_path)
     del quantized.metadata_props[:]  # the float model's, copied whole below
     quantized.metadata_props.extend(proto.metadata_props)
