@@ -170,10 +170,11 @@ def tiny_task_head(task, seed: int = 0):
     return task.build_head(backbone, dropout=0.0), load_tokenizer(TINY_BERT)
 
 
-def tiny_wordpiece_head(task, seed: int = 0, max_positions: int = 24):
+def tiny_wordpiece_head(task, seed: int = 0, max_positions: int = 24, hidden_size: int = 16):
     """(head, tokenizer) of ``task`` on a tiny fresh BERT whose WordPiece vocabulary is learnt
     from the fake tasks' texts (so words are pieces and few are ``[UNK]``), dropout off, the
-    output layer drawn wide so that answers differ between inputs."""
+    output layer drawn wide so that answers differ between inputs; its feed-forward is twice
+    ``hidden_size`` wide."""
     import keras
 
     from nlp_tutorials.bert import BERT
@@ -183,9 +184,10 @@ def tiny_wordpiece_head(task, seed: int = 0, max_positions: int = 24):
     texts = SENTENCES + [t for c, endings in CONTEXTS for t in (c, *endings)]
     tokenizer = WordPieceTokenizer.train(texts, vocab_size=60)
     keras.utils.set_random_seed(seed)
-    backbone = BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=16,
+    backbone = BERT(ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden_size,
                                 num_hidden_layers=2, num_attention_heads=2,
-                                intermediate_size=32, max_position_embeddings=max_positions,
+                                intermediate_size=2 * hidden_size,
+                                max_position_embeddings=max_positions,
                                 pad_token_id=tokenizer.pad_id, hidden_dropout_prob=0.0,
                                 attention_probs_dropout_prob=0.0))
     head = task.build_head(backbone, **({} if task.shape.name == "span" else {"dropout": 0.0}))

@@ -215,14 +215,17 @@ def run_export_model(settings) -> None:
                              "--calibration": settings.calibration}):
         refuse_existing(version.path, settings.overwrite, "--output")
         start_tensorflow()
-        if settings.format == "onnx":
-            from nlp_tutorials.serving.onnx_export import export_onnx
+        if settings.format in ("onnx", "tflite"):
             from nlp_tutorials.serving.quantization import Int8Check
 
+            if settings.format == "onnx":
+                from nlp_tutorials.serving.onnx_export import export_onnx as export
+            else:
+                from nlp_tutorials.serving.tflite_export import export_tflite as export
             int8 = (Int8Check(settings.max_drop, settings.data, settings.calibration or None)
                     if settings.quantize == "int8" else None)
-            export_onnx(settings.model_dir, settings.output, settings.version, settings.overwrite,
-                        int8=int8)
+            export(settings.model_dir, settings.output, settings.version, settings.overwrite,
+                   int8=int8)
             return
         from nlp_tutorials.serving.savedmodel import export_model
 

@@ -241,8 +241,10 @@ class ExportModelSettings(Settings):
                                     "tensorflow/serving image)")
     format: str = setting("savedmodel", "savedmodel: TensorFlow's, answering raw text; onnx: "
                                         "OUTPUT/VERSION/model.onnx for ONNX Runtime, ids in "
-                                        "(needs pip install 'nlp_tutorials[onnx]')",
-                          choices=("savedmodel", "onnx"))
+                                        "(needs pip install 'nlp_tutorials[onnx]'); tflite: "
+                                        "OUTPUT/VERSION/model.tflite for LiteRT, ids in (needs "
+                                        "pip install 'nlp_tutorials[litert]')",
+                          choices=("savedmodel", "onnx", "tflite"))
     xla: bool = setting(False, "compile the model's call with XLA, inputs padded to a multiple "
                                "of 32 positions: faster answers after one compile (seconds) "
                                "per new input shape; sequence and multiple-choice models")
@@ -251,10 +253,11 @@ class ExportModelSettings(Settings):
                                         "(slower on others)",
                              choices=SERVED_PRECISIONS)
     quantize: str = setting(SERVED_QUANTIZATIONS[0], "int8: the matmuls' weights in int8 "
-                                                     "(ONNX Runtime's dynamic quantization), "
-                                                     "written only after the int8 model is "
-                                                     "scored against float32 on the task's dev "
-                                                     "split; with --format onnx",
+                                                     "(dynamic quantization: ONNX Runtime's, or "
+                                                     "TensorFlow Lite's dynamic range), written "
+                                                     "only after the int8 model is scored "
+                                                     "against float32 on the task's dev split; "
+                                                     "with --format onnx or tflite",
                             choices=SERVED_QUANTIZATIONS)
     data: str | None = setting(None, "with --quantize int8: the folder holding the task's "
                                      "files, whose dev split the int8 model is scored on",
@@ -269,10 +272,10 @@ class ExportModelSettings(Settings):
                               kind=non_negative_float)
 
     def check(self, given: frozenset = frozenset()) -> None:
-        """An ONNX model always takes ids, is float32 unless quantized, and XLA compiles
-        TensorFlow's graphs only; the int8 check's flags need --quantize int8."""
-        if self.quantize != "none" and self.format != "onnx":
-            raise UserError(f"--quantize {self.quantize}: only with --format onnx")
+        """An ONNX or LiteRT model always takes ids, is float32 unless quantized, and XLA
+        compiles TensorFlow's graphs only; the int8 check's flags need --quantize int8."""
+        if self.quantize != "none" and self.format not in ("onnx", "tflite"):
+            raise UserError(f"--quantize {self.quantize}: only with --format onnx or tflite")
         for name in ("data", "calibration", "max_drop"):
             set_here = name in given or getattr(self, name) != default_of(self, name)
             if set_here and self.quantize == "none":
@@ -281,15 +284,25 @@ class ExportModelSettings(Settings):
         if self.data and self.calibration:
             raise UserError("--calibration: the int8 model is scored on it in place of --data's "
                             "dev split; give one of them")
-        if self.ids_only and self.format == "onnx":
-            raise UserError("--ids-only: only with --format savedmodel; an ONNX model always "
-                            "takes ids")
-        if self.xla and self.format == "onnx":
-            raise UserError("--xla: only with --format savedmodel; ONNX Runtime compiles the "
-                            "ONNX model its own way")
-        if self.precision != "float32" and self.format == "onnx":
+        self.check_format()
+
+    def check_format(self) -> None:
+        """An ONNX or LiteRT model always takes ids, is float32 unless quantized, and runs in
+        its own runtime (no XLA)."""
+        model, runtime = {"onnx": ("ONNX", "ONNX Runtime"),
+                          "tflite": ("LiteRT", "LiteRT")}.get(self.format, (None, None))
+        article = "an" if model == "ONNX" else "a"
+        if model is None:
+            return
+        if self.ids_only:
+            raise UserError(f"--ids-only: only with --format savedmodel; {article} {model} model "
+                            f"always takes ids")
+        if self.xla:
+            raise UserError(f"--xla: only with --format savedmodel; {runtime} compiles the "
+                            f"{model} model its own way")
+        if self.precision != "float32":
             raise UserError(f"--precision {self.precision}: only with --format savedmodel; "
-                            f"the ONNX model is float32")
+                            f"the {model} model is float32")
 
     def check_inputs(self) -> None:
         """The int8 check's folder and file are there (before TensorFlow loads)."""

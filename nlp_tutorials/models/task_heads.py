@@ -145,7 +145,7 @@ class SequenceClassifier(Head):
         if self.pooling == "cls":
             return outputs["pooled_output"]  # [batch, hidden]
         x = outputs["sequence_output"]  # [batch, step, hidden]
-        real = tf.cast(self.is_real(ids), x.dtype)[:, :, tf.newaxis]  # [batch, step, 1]
+        real = tf.expand_dims(tf.cast(self.is_real(ids), x.dtype), -1)  # [batch, step, 1]
         return tf.reduce_sum(x * real, axis=1) / tf.maximum(
             tf.reduce_sum(real, axis=1), 1.0)  # [batch, hidden]
 
@@ -230,7 +230,7 @@ class SpanExtractor(Head):
         sequence = self.encode(ids, inputs.get("token_type_ids"), training,
                                inputs.get("head_mask"))["sequence_output"]  # [batch, step, hidden]
         logits = tf.cast(self.span(sequence), tf.float32)  # [batch, step, 2]
-        logits = tf.where(self.is_real(ids)[..., tf.newaxis], logits, MASK_VALUE)
+        logits = tf.where(tf.expand_dims(self.is_real(ids), -1), logits, MASK_VALUE)
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
     def loss_and_metrics(self, batch, training=False):

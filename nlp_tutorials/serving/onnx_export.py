@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from nlp_tutorials.serving.numeric_export import (frozen, largest_difference_from,
+                                                   numeric_predict_ids, probe_inputs, save_served)
 from nlp_tutorials.serving.quantization import Int8Check, int8_report, quantize_int8
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.model_files import QUANTIZATION_FILE, SERVED_VERSION
@@ -94,63 +96,18 @@ def optimizers_without(name: str):
         optimizer._optimizers = every
 
 
-def numeric_predict_ids(module):
-    """``module.predict_ids`` without its text outputs, as a tf.function of the same inputs."""
-    specs = module.signatures()["predict_ids"].structured_input_signature[0]
-
-    def predict_ids(*inputs):
-        outputs = module.predict_ids(*inputs)
-        return {name: value for name, value in outputs.items() if value.dtype != tf.string}
-
-    return tf.function(predict_ids, input_signature=specs)
-
-
-def frozen(function):
-    """(graph_def, input names, output names, {tensor name: signature name}) of ``function``
-    with its weights and captured constants made constants.
-
-    tf2onnx's ``from_function`` would list the captured label names (the text outputs') among
-    the inputs even where no output reads them; freezing first leaves only the ids as inputs.
-    """
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2)
-
-    concrete = function.get_concrete_function()
-    constant = convert_variables_to_constants_v2(concrete)
-    inputs = [tensor.name for tensor in constant.inputs]
-    outputs = [tensor.name for tensor in constant.outputs]
-    # Outputs keep their order, that of the output dict flattened (sorted by name).
-    output_names = tf.nest.flatten({name: name for name in concrete.structured_outputs})
-    names = dict(zip(inputs, (spec.name for spec in function.input_signature)))
-    names.update(zip(outputs, output_names))
-    return constant.graph.as_graph_def(), inputs, outputs, names
-
-
-def probe_inputs(specs, vocab_size: int) -> dict:
-    """A fixed batch of ids for the check, shaped as ``specs`` ask ([2, step] or [2, 2, step]):
-    random ids, a second segment, and padding at the end of the last row."""
-    rng = np.random.default_rng(0)
-    shape = [2] * (len(specs[0].shape) - 1) + [12]
-    types = np.zeros(shape, np.int32)
-    types[..., 7:] = 1
-    mask = np.ones(shape, np.int32)
-    mask[-1, ..., 9:] = 0
-    return {"input_ids": rng.integers(0, vocab_size, shape).astype(np.int32),
-            "token_type_ids": types, "attention_mask": mask}
-
-
 def largest_difference(model_bytes: bytes, function, feeds: dict) -> float:
     """Largest absolute difference between ONNX Runtime's outputs and ``function``'s."""
+    return largest_difference_from(onnx_runner(model_bytes), function, feeds, "ONNX")
+
+
+def onnx_runner(model_bytes: bytes):
+    """The ONNX model run by ONNX Runtime on the CPU: feeds -> {output name: array}."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
-    got = dict(zip(names, session.run(None, feeds)))
-    want = function(*(tf.constant(feeds[spec.name]) for spec in function.input_signature))
-    if set(got) != set(want):
-        raise UserError(f"ONNX conversion: outputs {sorted(got)}, expected {sorted(want)}")
-    return max(float(np.abs(got[name].astype(np.float64) - want[name].numpy()).max())
-               for name in names)
+    return lambda feeds: dict(zip(names, session.run(None, feeds)))
 
 
 def convert(module, task, vocab_size: int, fused: bool = True):
@@ -198,7 +155,7 @@ def export_onnx(model_dir, output, version: int = SERVED_VERSION, overwrite: boo
     int8, written only if it passes that check against the float model
     (:mod:`~nlp_tutorials.serving.quantization`), with the check's report beside it."""
     from nlp_tutorials.serving.savedmodel import serving_module
-    from nlp_tutorials.system.files import refuse_existing, save_folder_atomic
+    from nlp_tutorials.system.files import refuse_existing
 
     target = Path(output) / str(version)
     refuse_existing(target, overwrite, "--output")
@@ -209,19 +166,11 @@ def export_onnx(model_dir, output, version: int = SERVED_VERSION, overwrite: boo
     report = None
     if int8 is not None:
         quantized = quantize_int8(model_bytes)
-        report = int8_report(model_bytes, quantized, module, task, tokenizer, model_dir, int8,
-                             printer)
+        report = int8_report({"float32": onnx_runner(model_bytes),
+                              "int8": onnx_runner(quantized)},
+                             module, task, tokenizer, model_dir, int8, printer)
         model_bytes = quantized
-
-    def save(folder):
-        folder.mkdir()
-        (folder / MODEL_FILE).write_bytes(model_bytes)
-        tokenizer.save(folder)
-        if report is not None:
-            (folder / QUANTIZATION_FILE).write_text(
-                json.dumps(report, indent=2, default=float) + "\n")
-
-    save_folder_atomic(target, save)
+    save_served(target, MODEL_FILE, model_bytes, tokenizer, report)
     if report is None:
         printer(f"ONNX model written to {target / MODEL_FILE} (opset {OPSET}; ONNX Runtime's "
                 f"outputs within {difference:.1g} of TensorFlow's on a probe batch)")

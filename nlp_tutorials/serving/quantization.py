@@ -1,19 +1,23 @@
-"""int8 ONNX models, scored before they are written: ``export-model --format onnx --quantize int8``.
+"""int8 models, scored before they are written: ``export-model --format onnx --quantize int8``
+and ``--format tflite --quantize int8``.
 
-The quantization is ONNX Runtime's own (``onnxruntime.quantization.quantize_dynamic``, the
+The ONNX quantization is ONNX Runtime's own (``onnxruntime.quantization.quantize_dynamic``, the
 recipe HuggingFace's Optimum applies too): each matmul by a weight stores the weight as int8,
 one scale per output column (per channel), and quantizes the activations entering it to
 uint8 batch by batch as the model runs, so no calibration pass is needed. A CPU with VNNI
 (AVX512_VNNI or AVX_VNNI) multiplies int8 in hardware; one without answers no faster than
 float32. Left in float32: the products of two activations (attention's scores and weighted
 sum), whose ranges change with every input, and everything else (LayerNorm, softmax, GELU).
+The LiteRT model's is TensorFlow's converter's dynamic-range quantization
+(:mod:`~nlp_tutorials.serving.tflite_export`), on the same plan.
 
 The check: the float32 and the int8 model each answer the task's dev split (or the file
-``--calibration`` names, in the task's own format) in ONNX Runtime, batch for batch, and each
-answer is scored by the task's metric as ``evaluate`` scores it. Both scores, how many
-predictions changed and the largest change in an output (a probability, score or logit) are
-printed and saved beside the model (``quantization.json``); a model that loses more than
-``--max-drop`` points of the task's first metric is refused and nothing is written.
+``--calibration`` names, in the task's own format) in their runtime (ONNX Runtime, LiteRT),
+batch for batch, and each answer is scored by the task's metric as ``evaluate`` scores it.
+Both scores, how many predictions changed and the largest change in an output (a
+probability, score or logit) are printed and saved beside the model (``quantization.json``);
+a model that loses more than ``--max-drop`` points of the task's first metric is refused and
+nothing is written.
 """
 import dataclasses
 import logging
@@ -82,14 +86,15 @@ def checked_task(task, model_dir, check: Int8Check):
     return task_with_data(task, model_dir, check.data_dir, dev_size=None)
 
 
-def answers(sessions: dict, module, arrays: dict, display) -> tuple[dict, float]:
-    """({session name: the head's logits as the task's predictions read them}, the largest
-    difference between the sessions' float outputs): every batch of ``arrays`` answered by
-    each ONNX Runtime session of ``sessions``, the padding of per-position outputs left out."""
+def answers(runners: dict, module, arrays: dict, display) -> tuple[dict, float]:
+    """({runner name: the head's logits as the task's predictions read them}, the largest
+    difference between the runners' float outputs): every batch of ``arrays`` answered by
+    each of ``runners`` (a model in its runtime: feeds -> {output name: array}), the padding
+    of per-position outputs left out."""
     pad_id = module.model_pad_id
     inputs = {name: arrays[name] for name in ("input_ids", "token_type_ids")}
     rows = len(inputs["input_ids"])
-    parts = {name: [] for name in sessions}
+    parts = {name: [] for name in runners}
     largest = 0.0
     for batch in shown_steps(batches(inputs, BATCH_SIZE, pad_id=pad_id).as_numpy_iterator(),
                              -(-rows // BATCH_SIZE), display, unit="batch",
@@ -98,9 +103,7 @@ def answers(sessions: dict, module, arrays: dict, display) -> tuple[dict, float]
         feeds = {"input_ids": batch["input_ids"].astype(np.int32),
                  "token_type_ids": batch["token_type_ids"].astype(np.int32),
                  "attention_mask": mask}
-        outputs = {name: dict(zip([o.name for o in session.get_outputs()],
-                                  session.run(None, feeds)))
-                   for name, session in sessions.items()}
+        outputs = {name: run(feeds) for name, run in runners.items()}
         first, *others = outputs.values()
         for other in others:
             largest = max(largest, largest_change(first, other, mask))
@@ -136,23 +139,20 @@ def answer_of(prediction):
     return None
 
 
-def int8_report(float_model: bytes, int8_model: bytes, module, task, tokenizer, model_dir,
-                check: Int8Check, printer=print) -> dict:
-    """Score both models on the check's examples; print what the int8 model changed; refuse
-    it (a UserError, before anything is written) past ``check.max_drop`` points. Returns the
-    report ``quantization.json`` holds."""
-    import onnxruntime
-
+def int8_report(runners: dict, module, task, tokenizer, model_dir, check: Int8Check,
+                printer=print) -> dict:
+    """Score both models, ``runners["float32"]`` and ``runners["int8"]`` (each feeds ->
+    {output name: array} in its runtime), on the check's examples; print what the int8 model
+    changed; refuse it (a UserError, before anything is written) past ``check.max_drop``
+    points. Returns the report ``quantization.json`` holds."""
     task = checked_task(task, model_dir, check)
     examples = task.examples("dev")
     if not examples:
         raise UserError(f"{task.title} dev: no examples to check the int8 model on; expected "
                         f"--data DIR with its dev file, or --calibration FILE")
     arrays = task.encode(tokenizer, examples, module.max_len)
-    sessions = {name: onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
-                for name, model in (("float32", float_model), ("int8", int8_model))}
     display = ProgressDisplay(printer, f"int8 check on {task.title} dev")
-    logits, largest = answers(sessions, module, arrays, display)
+    logits, largest = answers(runners, module, arrays, display)
     predictions = {name: task.predictions(found, arrays, examples)
                    for name, found in logits.items()}
     scores = {name: task.score(examples, found) for name, found in predictions.items()}

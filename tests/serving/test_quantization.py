@@ -35,18 +35,16 @@ def test_logits_of_a_label_give_it_its_probability_and_the_arg_max(labels, data)
     np.testing.assert_allclose(got.sum(axis=-1), 1, rtol=1e-5)
 
 
-class FakeSession:
-    """An ONNX Runtime session's two calls, answering ``answer(feeds)``."""
+class FakeRunner:
+    """A model in its runtime, feeds -> outputs by name, answering ``answer(feeds)`` (the
+    outputs ``label`` and ``probability``, in that order)."""
 
     def __init__(self, answer):
         self.answer, self.fed = answer, []
 
-    def get_outputs(self):
-        return [type("Output", (), {"name": name}) for name in ("label", "probability")]
-
-    def run(self, names, feeds):
+    def __call__(self, feeds):
         self.fed.append(feeds)
-        return self.answer(feeds)
+        return dict(zip(("label", "probability"), self.answer(feeds)))
 
 
 class FakeModule:
@@ -82,11 +80,11 @@ def test_answers_run_every_batch_in_order_and_measure_the_largest_change():
             return [(probability > 0.5).astype(np.int32), probability]
         return answer
 
-    sessions = {"float32": FakeSession(model(0.0)), "int8": FakeSession(model(0.03))}
+    runners = {"float32": FakeRunner(model(0.0)), "int8": FakeRunner(model(0.03))}
     arrays = {"input_ids": ids, "token_type_ids": np.zeros_like(ids)}
-    logits, largest = answers(sessions, FakeModule(), arrays, display=None)
-    assert [len(feeds["input_ids"]) for feeds in sessions["int8"].fed] == [64, 64, 22]
-    fed = sessions["float32"].fed[0]
+    logits, largest = answers(runners, FakeModule(), arrays, display=None)
+    assert [len(feeds["input_ids"]) for feeds in runners["int8"].fed] == [64, 64, 22]
+    fed = runners["float32"].fed[0]
     step = fed["input_ids"].shape[1]
     np.testing.assert_array_equal(fed["attention_mask"], (ids[:64, :step] != 0).astype(np.int32))
     np.testing.assert_allclose(softmax(logits["float32"])[:, 1], p, rtol=1e-5)
