@@ -7,10 +7,11 @@ The float model is ``export-model --format onnx``'s; the recipes quantize it wit
 Runtime's ``quantize_dynamic``:
 
 - ``offered``: what ``export-model --quantize int8`` writes
-  (:func:`nlp_tutorials.serving.quantization.quantize_int8`): matmuls by a weight, per channel;
-- ``per-tensor, every matmul``: ``quantize_dynamic``'s defaults (one scale a weight, and the
-  attention's products of two activations quantized too);
-- ``offered, reduced range``: 7-bit weights, ONNX Runtime's advice for CPUs without VNNI;
+  (:func:`nlp_tutorials.serving.quantization.quantize_int8`): matmuls by a weight, per
+  channel, weights of 7 bits' range (ONNX Runtime's advice for CPUs without VNNI);
+- ``offered, 8-bit weights``: the same with the weights' full 8-bit range;
+- ``per-tensor, every matmul``: ``quantize_dynamic``'s defaults (one scale a weight, 8 bits,
+  and the attention's products of two activations quantized too);
 - ``offered, classifier float``: the last matmul (the task's output layer) left in float32;
 - ``offered, pre-processed``: ``quant_pre_process`` (shape inference and ONNX Runtime's graph
   optimizer) before quantizing.
@@ -24,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-RECIPES = ("offered", "per-tensor, every matmul", "offered, reduced range",
+RECIPES = ("offered", "offered, 8-bit weights", "per-tensor, every matmul",
            "offered, classifier float", "offered, pre-processed")
 
 
@@ -81,12 +82,12 @@ def quantized(model_bytes: bytes, recipe: str, folder: Path) -> bytes:
     weights = {initializer.name for initializer in proto.graph.initializer}
     matmuls = [node for node in proto.graph.node if node.op_type == "MatMul"]
     activations = [node.name for node in matmuls if not weights & set(node.input)]
-    options = {"per_channel": True, "weight_type": QuantType.QInt8,
+    options = {"per_channel": True, "reduce_range": True, "weight_type": QuantType.QInt8,
                "op_types_to_quantize": ["MatMul"], "nodes_to_exclude": activations}
     if recipe == "per-tensor, every matmul":
         options = {"weight_type": QuantType.QInt8}
-    elif recipe == "offered, reduced range":
-        options["reduce_range"] = True
+    elif recipe == "offered, 8-bit weights":
+        options["reduce_range"] = False
     elif recipe == "offered, classifier float":
         last = [node.name for node in matmuls if weights & set(node.input)][-1]
         options["nodes_to_exclude"] = activations + [last]

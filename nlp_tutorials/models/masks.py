@@ -31,7 +31,7 @@ def padding_mask(ids, pad_id: int = 0, attention_mask=None):
         is_pad = tf.cast(tf.equal(ids, pad_id), tf.float32)  # [batch, step]
     else:
         is_pad = 1.0 - tf.cast(tf.not_equal(attention_mask, 0), tf.float32)
-    return tf.expand_dims(tf.expand_dims(is_pad, 1), 1) * MASK_VALUE
+    return tf.expand_dims(tf.expand_dims(is_pad, 1), 1) * MASK_VALUE  # [batch, 1, 1, step]
 
 
 def causal_mask(ids, pad_id: int = 0, attention_mask=None):
