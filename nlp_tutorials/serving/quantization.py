@@ -171,7 +171,7 @@ def int8_report(runners: dict, module, task, tokenizer, model_dir, check: Int8Ch
     changed = sum(answer_of(a) != answer_of(b)
                   for a, b in zip(predictions["float32"], predictions["int8"]))
     report = {"task": task.name, "examples": len(examples),
-              "file": str(task.path("dev") or ""), "metric": metric,
+              "examples_from": examples_source(task), "metric": metric,
               "scores": scores, "drop_points": drop, "max_drop_points": check.max_drop,
               "changed_predictions": changed if answer_of(predictions["int8"][0]) is not None
               else None, "largest_output_change": largest}
@@ -187,6 +187,13 @@ def int8_report(runners: dict, module, task, tokenizer, model_dir, check: Int8Ch
             f"{reported(metric, scores['float32'][metric])}, {drop:.2f} points lower; nothing "
             f"written (export float32 without --quantize, or allow more with --max-drop)")
     return report
+
+
+def examples_source(task) -> str:
+    """Where the check's examples come from: the dev file, or the train file they are held
+    out of (MRPC's, or any task without a dev file)."""
+    dev = task.path("dev")
+    return str(dev) if dev is not None else f"held out of {task.path('train')}"
 
 
 def describe_changes(report: dict) -> str:

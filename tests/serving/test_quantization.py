@@ -173,6 +173,7 @@ def test_an_int8_model_is_written_with_its_check_scored_independently(sentence_c
                            session.run(None, feeds)))["label"]
     report = json.loads((path.parent / "quantization.json").read_text())
     assert report["examples"] == len(examples) == 80
+    assert report["examples_from"] == str(check_file)
     assert report["scores"]["float32"]["accuracy"] == 1.0  # the labels are its answers
     assert report["scores"]["int8"]["accuracy"] == pytest.approx(
         accuracy_score(labels, int8_labels))
