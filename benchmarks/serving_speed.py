@@ -28,8 +28,10 @@ default only on CPUs with VNNI, AVX512_BF16 or AMX; the plain systems run with T
 default for the CPU); ``ort-ours-int8`` (the model ``export-model --format onnx --quantize
 int8`` writes: ``ort-ours``'s model through ``nlp_tutorials.serving.quantization.quantize_int8``,
 ONNX Runtime's dynamic quantization with int8 weights per channel in every matmul by a weight);
-and ``ort-ours-unfused`` (the ONNX export as tf2onnx converted it, without the export's graph
-rewrites: ``nlp_tutorials.serving.onnx_fusion``).
+``ort-ours-unfused`` (the ONNX export as tf2onnx converted it, without the export's graph
+rewrites: ``nlp_tutorials.serving.onnx_fusion``); and ``litert`` and ``litert-int8``
+(``export-model --format tflite``, float32 and ``--quantize int8``: LiteRT's interpreter with
+XNNPACK, the package's tokenizer in front).
 
 The anchors for those routes, in ``--reference-python`` (which then needs ``onnx`` too), timed
 when named: ``ort-torch-opt``, ``ort-torch``'s model after ONNX Runtime's transformer optimizer
@@ -86,10 +88,13 @@ SYSTEMS = ("tf-strings", "tf-ids", "ort-ours", "torch", "ort-torch")
 # quantized to int8 as HuggingFace Optimum quantizes it (the anchors for those routes).
 ROUTES = ("tf-strings-xla", "tf-ids-xla", "tf-strings-bf16", "tf-ids-bf16",
           "tf-strings-onednn", "tf-ids-onednn", "ort-ours-int8", "ort-ours-unfused",
-          "ort-torch-opt", "ort-torch-opt-int8")
+          "ort-torch-opt", "ort-torch-opt-int8", "litert", "litert-int8")
 # The ONNX model each ONNX Runtime system of ours loads.
 ONNX_MODELS = {"ort-ours": "onnx_ours", "ort-ours-int8": "onnx_ours_int8",
                "ort-ours-unfused": "onnx_ours_unfused"}
+# The LiteRT model (export-model --format tflite, float32 or --quantize int8) each LiteRT
+# system loads, XNNPACK running it.
+LITERT_MODELS = {"litert": "litert", "litert-int8": "litert_int8"}
 # The SavedModel each TensorFlow system loads, by the end of its name.
 SAVEDMODELS = {"-xla": "savedmodel_xla", "-bf16": "savedmodel_bf16"}
 # The ONNX model each system of the reference Python loads (torch loads none).
@@ -298,6 +303,11 @@ def our_answerer(system: str, job: dict, threads: int):
         path = job[ONNX_MODELS[system]]
         session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         return (lambda s1, s2: session.run(["probability"], encoded(s1, s2))[0]), step
+    if system in LITERT_MODELS:
+        from nlp_tutorials.serving.tflite_export import LiteRtRunner
+
+        runner = LiteRtRunner(Path(job[LITERT_MODELS[system]]).read_bytes(), threads=threads)
+        return (lambda s1, s2: runner(encoded(s1, s2))["probability"]), step
     import tensorflow as tf
 
     from nlp_tutorials.serving.savedmodel import import_tensorflow_text
@@ -412,6 +422,8 @@ def prepare(args, folder: Path, systems) -> dict:
     reference(args, job, "export")
     job["onnx_ours_int8"] = str(folder / "ours_int8.onnx")  # what export-model --quantize int8
     Path(job["onnx_ours_int8"]).write_bytes(quantize_int8(Path(job["onnx_ours"]).read_bytes()))
+    if set(LITERT_MODELS) & set(systems):
+        job.update(litert_models(model_dir, folder))
     if {"ort-torch-opt", "ort-torch-opt-int8"} & set(systems):
         job["onnx_torch_opt"] = str(folder / "torch_opt.onnx")
         job["onnx_torch_opt_int8"] = str(folder / "torch_opt_int8.onnx")
@@ -423,6 +435,21 @@ def prepare(args, folder: Path, systems) -> dict:
               f"{found['moved']['float32']:.1g} (float32), {found['moved']['int8']:.2g} (int8)",
               flush=True)
     return job
+
+
+def litert_models(model_dir: Path, folder: Path) -> dict:
+    """The LiteRT models ``export-model --format tflite`` writes, float32 and int8 (without the
+    int8 check: speed does not depend on it), saved into ``folder``; their paths by job key."""
+    from nlp_tutorials.serving.savedmodel import serving_module
+    from nlp_tutorials.serving import tflite_export
+
+    module, task, _ = serving_module(model_dir, strings=False)
+    float_model, int8_model, _ = tflite_export.convert(
+        module, task, module.head.backbone.config.vocab_size, int8=True)
+    paths = {"litert": folder / "model.tflite", "litert_int8": folder / "int8.tflite"}
+    paths["litert"].write_bytes(float_model)
+    paths["litert_int8"].write_bytes(int8_model)
+    return {key: str(path) for key, path in paths.items()}
 
 
 def reference(args, job: dict, step: str, *paths) -> str:
