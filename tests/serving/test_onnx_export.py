@@ -6,14 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from fake_tasks import (CONTEXTS, SENTENCES, ChoiceTask, Question, Sentence, SentenceTask,
-                        save_model, tiny_wordpiece_head)
+from answers_by_shape import OTHER_SHAPES, WIDENED, check_answers, encoded, shape_task
+from fake_tasks import SENTENCES, Sentence, SentenceTask, save_model, tiny_wordpiece_head
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.tasks.shapes import softmax
-from nlp_tutorials.tasks.conll import ConllTask
-from nlp_tutorials.tasks.squad import SquadTask
 from nlp_tutorials.text.tokenization import load_tokenizer
 
 tf = pytest.importorskip("tensorflow")
@@ -21,15 +19,6 @@ onnxruntime = pytest.importorskip("onnxruntime", reason="--format onnx needs pip
                                                         "'nlp_tutorials[onnx]'")
 pytest.importorskip("tf2onnx", reason="--format onnx needs pip install 'nlp_tutorials[onnx]'")
 from test_serving import predict_probabilities  # noqa: E402
-
-TAGS = ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
-# The fakes' output layers are scaled up some 10,000 times so that their answers spread (a
-# fresh tiny encoder's vectors barely differ between inputs): the two runtimes' float32
-# rounding in the encoder, about 1e-7, then reaches 1e-4 in their probabilities. A wrong
-# layout or a wrong op moves them by 0.1 and more. On a real model the runtimes agree within
-# 1e-5 (test_minilm_answers_predicts_probabilities).
-WIDENED = 1e-3
-WORDS = [text.split() for text in SENTENCES if text.strip()]
 
 
 def exported(task, tmp_path, monkeypatch):
@@ -52,14 +41,6 @@ def run_onnx(path, arrays, pad_id: int) -> dict:
              "attention_mask": (arrays["input_ids"] != pad_id).astype(np.int32)}
     names = [output.name for output in session.get_outputs()]
     return dict(zip(names, session.run(None, feeds)))
-
-
-def encoded(head, tokenizer, task, examples):
-    """The task's own encoding at predict's length, and the head's logits on it (numpy)."""
-    max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
-    arrays = task.encode(tokenizer, examples, max_len)
-    logits = head({k: arrays[k] for k in ("input_ids", "token_type_ids")}, training=False)
-    return arrays, logits.numpy()
 
 
 @pytest.mark.slow
@@ -98,49 +79,12 @@ def test_metadata_and_tokenizer_travel_with_the_model(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_tagger_answers_each_pieces_tag(tmp_path, monkeypatch):
-    from nlp_tutorials.tasks.conll import Sentence as Tagged
-
-    task = ConllTask(labels=TAGS)
+@pytest.mark.parametrize("shape", OTHER_SHAPES)
+def test_each_other_shape_answers_as_its_head(shape, tmp_path, monkeypatch):
+    task = shape_task(shape)
     head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
-    examples = [Tagged(tuple(words), ("O",) * len(words), line) for line, words in
-                enumerate(WORDS, 1)]
-    arrays, logits = encoded(head, tokenizer, task, examples)
-    got = run_onnx(path, arrays, tokenizer.pad_id)
-    probabilities = softmax(logits)  # [n, step, tags]
-    assert set(got) == {"tag_id", "probability"}
-    real = arrays["input_ids"] != tokenizer.pad_id
-    np.testing.assert_allclose(got["probability"][real], probabilities.max(axis=-1)[real],
-                               atol=1e-5)
-    assert (got["tag_id"][real] == probabilities.argmax(axis=-1)[real]).all()
-
-
-@pytest.mark.slow
-def test_a_choice_task_answers_its_probabilities(tmp_path, monkeypatch):
-    task = ChoiceTask()
-    head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
-    arrays, logits = encoded(head, tokenizer, task, [Question(c, e, 0) for c, e in CONTEXTS])
-    got = run_onnx(path, arrays, tokenizer.pad_id)  # ids [n, choices, step]
-    probabilities = softmax(logits)  # [n, choices]
-    assert set(got) == {"choice", "probabilities"} and probabilities.std() > 0.01
-    np.testing.assert_allclose(got["probabilities"], probabilities, atol=WIDENED)
-    assert got["choice"].tolist() == probabilities.argmax(axis=1).tolist()
-
-
-@pytest.mark.slow
-def test_a_span_model_answers_its_logits(tmp_path, monkeypatch):
-    task = SquadTask()
-    head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
-    rng = np.random.default_rng(1)
-    ids = rng.integers(5, tokenizer.vocab_size, (3, 20)).astype(np.int32)
-    ids[2, 14:] = tokenizer.pad_id
-    arrays = {"input_ids": ids, "token_type_ids": (np.arange(20) >= 8).astype(np.int32)
-              * np.ones_like(ids)}
-    logits = head(arrays, training=False)
-    got = run_onnx(path, arrays, tokenizer.pad_id)
-    assert sorted(got) == ["end_logits", "start_logits"]
-    for name in got:
-        np.testing.assert_allclose(got[name], logits[name].numpy(), atol=1e-5)
+    check_answers(shape, head, tokenizer, task, lambda arrays, pad_id: run_onnx(path, arrays,
+                                                                                 pad_id))
 
 
 @pytest.mark.slow

@@ -16,7 +16,8 @@ import onnx  # noqa: E402  (tf2onnx's dependency)
 from onnx import helper  # noqa: E402
 
 from nlp_tutorials.serving.onnx_fusion import fuse  # noqa: E402
-from test_onnx_export import WIDENED, run_onnx  # noqa: E402
+from answers_by_shape import WIDENED  # noqa: E402
+from test_onnx_export import run_onnx  # noqa: E402
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 5, 8)).astype(np.float32)  # [batch, step, hidden]

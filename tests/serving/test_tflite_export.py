@@ -7,26 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from fake_tasks import (CONTEXTS, SENTENCES, ChoiceTask, Question, Sentence, SentenceTask,
-                        save_model, tiny_wordpiece_head, write_files)
+from answers_by_shape import OTHER_SHAPES, WIDENED, check_answers, encoded, shape_task
+from fake_tasks import (SENTENCES, Sentence, SentenceTask, save_model, tiny_wordpiece_head,
+                        write_files)
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.tasks import TASKS
-from nlp_tutorials.tasks.conll import ConllTask
 from nlp_tutorials.tasks.shapes import softmax
-from nlp_tutorials.tasks.squad import SquadTask
 from nlp_tutorials.text.tokenization import load_tokenizer
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("ai_edge_litert", reason="--format tflite needs pip install "
                                              "'nlp_tutorials[litert]'")
-
-TAGS = ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
-# As for ONNX (test_onnx_export.WIDENED): the fakes' output layers are scaled up some 10,000
-# times, so float32 rounding in the encoder, about 1e-7, reaches 1e-4 in their probabilities;
-# a wrong layout or op moves them by 0.1 and more. Outputs not widened: 1e-5.
-WIDENED = 1e-3
-CLOSE = 1e-5
-WORDS = [text.split() for text in SENTENCES if text.strip()]
 
 
 def exported(task, tmp_path, monkeypatch, hidden_size: int = 16, **options):
@@ -50,14 +41,6 @@ def run_tflite(path, arrays, pad_id: int) -> dict:
     return runner(input_ids=arrays["input_ids"].astype(np.int32),
                   token_type_ids=arrays["token_type_ids"].astype(np.int32),
                   attention_mask=(arrays["input_ids"] != pad_id).astype(np.int32))
-
-
-def encoded(head, tokenizer, task, examples):
-    """The task's own encoding at predict's length, and the head's logits on it (numpy)."""
-    max_len = min(task.max_len, head.backbone.config.max_position_embeddings)
-    arrays = task.encode(tokenizer, examples, max_len)
-    logits = head({k: arrays[k] for k in ("input_ids", "token_type_ids")}, training=False)
-    return arrays, logits.numpy()
 
 
 @pytest.mark.slow
@@ -97,42 +80,12 @@ def test_a_sentence_task_answers_its_probabilities_at_any_shape(tmp_path, monkey
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", ["token", "choice", "span"])
+@pytest.mark.parametrize("shape", OTHER_SHAPES)
 def test_each_other_shape_answers_as_its_head(shape, tmp_path, monkeypatch):
-    from nlp_tutorials.tasks.conll import Sentence as Tagged
-
-    task = {"token": ConllTask(labels=TAGS), "choice": ChoiceTask(), "span": SquadTask()}[shape]
+    task = shape_task(shape)
     head, tokenizer, path, _ = exported(task, tmp_path, monkeypatch)
-    if shape == "token":
-        examples = [Tagged(tuple(words), ("O",) * len(words), line)
-                    for line, words in enumerate(WORDS, 1)]
-        arrays, logits = encoded(head, tokenizer, task, examples)
-        got = run_tflite(path, arrays, tokenizer.pad_id)
-        probabilities = softmax(logits)  # [n, step, tags]
-        assert set(got) == {"tag_id", "probability"}
-        real = arrays["input_ids"] != tokenizer.pad_id
-        np.testing.assert_allclose(got["probability"][real], probabilities.max(axis=-1)[real],
-                                   atol=CLOSE)
-        assert (got["tag_id"][real] == probabilities.argmax(axis=-1)[real]).all()
-    elif shape == "choice":
-        arrays, logits = encoded(head, tokenizer, task,
-                                 [Question(c, e, 0) for c, e in CONTEXTS])
-        got = run_tflite(path, arrays, tokenizer.pad_id)  # ids [n, choices, step]
-        probabilities = softmax(logits)  # [n, choices]
-        assert set(got) == {"choice", "probabilities"} and probabilities.std() > 0.01
-        np.testing.assert_allclose(got["probabilities"], probabilities, atol=WIDENED)
-        assert got["choice"].tolist() == probabilities.argmax(axis=1).tolist()
-    else:
-        rng = np.random.default_rng(1)
-        ids = rng.integers(5, tokenizer.vocab_size, (3, 20)).astype(np.int32)
-        ids[2, 14:] = tokenizer.pad_id
-        arrays = {"input_ids": ids, "token_type_ids": (np.arange(20) >= 8).astype(np.int32)
-                  * np.ones_like(ids)}
-        logits = head(arrays, training=False)
-        got = run_tflite(path, arrays, tokenizer.pad_id)
-        assert sorted(got) == ["end_logits", "start_logits"]
-        for name in got:
-            np.testing.assert_allclose(got[name], logits[name].numpy(), atol=CLOSE)
+    check_answers(shape, head, tokenizer, task, lambda arrays, pad_id: run_tflite(path, arrays,
+                                                                                   pad_id))
 
 
 @pytest.mark.slow
