@@ -106,10 +106,8 @@ def quantized(model_bytes: bytes, recipe: str, folder: Path) -> bytes:
 
 def main(argv=None):
     args = parse_args(argv)
-    import onnxruntime
-
     from nlp_tutorials.finetuned.folders import task_with_data
-    from nlp_tutorials.serving.onnx_export import convert
+    from nlp_tutorials.serving.onnx_export import convert, onnx_runner
     from nlp_tutorials.serving.quantization import answer_of, answers
     from nlp_tutorials.serving.savedmodel import serving_module
     from nlp_tutorials.system.startup import start_tensorflow
@@ -124,12 +122,11 @@ def main(argv=None):
             folder = Path(tmp) / recipe.replace(" ", "_").replace(",", "")
             folder.mkdir()
             models[recipe] = quantized(float_model, recipe, folder)
-    sessions = {name: onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
-                for name, model in models.items()}
+    runners = {name: onnx_runner(model) for name, model in models.items()}
     for split in args.splits.split(","):
         examples = task.examples(split)
         arrays = task.encode(tokenizer, examples, module.max_len)
-        logits, _ = answers(sessions, module, arrays, display=None)
+        logits, _ = answers(runners, module, arrays, display=None)
         predictions = {name: task.predictions(found, arrays, examples)
                        for name, found in logits.items()}
         scores, changed = {}, {}
