@@ -21,6 +21,7 @@ a model that loses more than ``--max-drop`` points of the task's first metric is
 nothing is written.
 """
 import dataclasses
+import json
 import logging
 import tempfile
 from pathlib import Path
@@ -31,6 +32,7 @@ from nlp_tutorials.finetuned.batching import batches
 from nlp_tutorials.finetuned.folders import task_with_data
 from nlp_tutorials.finetuned.inference import stacked
 from nlp_tutorials.system.errors import UserError
+from nlp_tutorials.system.model_files import RESULTS_FILE
 from nlp_tutorials.system.progress import ProgressDisplay, shown_steps
 from nlp_tutorials.tasks.base import counted, reported
 
@@ -160,6 +162,10 @@ def int8_report(runners: dict, module, task, tokenizer, model_dir, check: Int8Ch
     if not examples:
         raise UserError(f"{task.title} dev: no examples to check the int8 model on; expected "
                         f"--data DIR with its dev file, or --calibration FILE")
+    if seen_in_training(task, model_dir):
+        printer(f"note: {model_dir} was fine-tuned on all of train (--dev-size 0), so the dev "
+                f"examples held out of it here were seen in training; give --calibration FILE "
+                f"with examples it has not seen")
     arrays = task.encode(tokenizer, examples, module.max_len)
     display = ProgressDisplay(printer, f"int8 check on {task.title} dev")
     logits, largest = answers(runners, module, arrays, display)
@@ -187,6 +193,19 @@ def int8_report(runners: dict, module, task, tokenizer, model_dir, check: Int8Ch
             f"{reported(metric, scores['float32'][metric])}, {drop:.2f} points lower; nothing "
             f"written (export float32 without --quantize, or allow more with --max-drop)")
     return report
+
+
+def seen_in_training(task, model_dir) -> bool:
+    """Whether the dev examples the check scores were trained on: held out of train (no dev
+    file) for a model ``finetune --dev-size 0`` trained on all of train, as its results.json
+    says."""
+    if task.path("dev") is not None:
+        return False
+    try:
+        config = json.loads((Path(model_dir) / RESULTS_FILE).read_text())["config"]
+    except (OSError, ValueError, KeyError, TypeError):  # no record: nothing to say
+        return False
+    return isinstance(config, dict) and config.get("dev_size") == 0
 
 
 def examples_source(task) -> str:

@@ -8,6 +8,7 @@ reads each file uses the same name.
 CHECKPOINT_DIR = "checkpoints"  # pre-training's checkpoints
 WEIGHTS_NAME = "model.weights.h5"  # the date Transformer's weights
 MODEL_FILE = "model.keras"  # a fine-tuned model
+RESULTS_FILE = "results.json"  # beside it: the fine-tuning run's settings, scores and provenance
 SERVED_VERSION = 1  # export-model's version folder, OUTPUT/1, unless told
 SERVED_PRECISIONS = ("float32", "bfloat16")  # export-model --precision; the first by default
 SERVED_QUANTIZATIONS = ("none", "int8")  # export-model --quantize; the first by default

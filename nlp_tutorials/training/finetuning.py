@@ -33,6 +33,7 @@ from nlp_tutorials.finetuned.folders import MODEL_FILE, load_finetuned, save_hea
 from nlp_tutorials.finetuned.inference import score_examples
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.files import write_text_atomic
+from nlp_tutorials.system.model_files import RESULTS_FILE
 from nlp_tutorials.system.progress import ProgressDisplay
 from nlp_tutorials.system.provenance import run_provenance
 from nlp_tutorials.tasks.base import Task, counted, reported
@@ -48,8 +49,6 @@ from nlp_tutorials.training.config import (
 )
 from nlp_tutorials.training.loop import Hook, epoch_batches, train_steps
 from nlp_tutorials.training.optimization import make_optimizer
-
-RESULTS_FILE = "results.json"
 
 
 def backbone_and_tokenizer(config: FinetuneConfig, task: Task | None = None):

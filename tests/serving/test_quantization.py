@@ -227,3 +227,22 @@ def test_an_int8_model_losing_more_than_max_drop_is_refused_and_nothing_written(
         onnx_export.export_onnx(model_dir, tmp_path / "served", printer=lambda line: None,
                                 int8=Int8Check(max_drop=5.0, file=str(check_file)))
     assert not (tmp_path / "served").exists()
+
+
+@pytest.mark.parametrize("dev_file, record, seen", [
+    (False, {"config": {"dev_size": 0}}, True),   # trained on all of train: dev was seen
+    (False, {"config": {"dev_size": None}}, False),  # the default held a tenth out
+    (False, {"config": {"dev_size": 100}}, False),
+    (True, {"config": {"dev_size": 0}}, False),   # a dev file of its own: never trained on
+    (False, None, False),                          # no results.json: nothing to say
+    (False, ["not", "an", "object"], False),
+])
+def test_a_dev_split_held_out_of_train_is_seen_only_after_dev_size_0(tmp_path, dev_file,
+                                                                      record, seen):
+    from nlp_tutorials.serving.quantization import seen_in_training
+
+    task = type("Task", (), {"path": lambda self, split: tmp_path / "dev.tsv" if dev_file
+                             else None})()
+    if record is not None:
+        (tmp_path / "results.json").write_text(json.dumps(record))
+    assert seen_in_training(task, tmp_path) is seen
