@@ -131,6 +131,9 @@ def read_table(folder: Path, root: Path) -> tuple[dict, list]:
                         f"{', '.join(twice)}")
     rows = [read_row(path, root, table["columns"]) for path in sorted(folder.glob("*.json"))
             if path.name != TABLE_FILE]
+    if not rows:
+        raise UserError(f"{folder.relative_to(root)}: no rows; expected a JSON file a row "
+                        f"beside {TABLE_FILE}")
     return table, sorted(rows, key=lambda row: row.get("order", 0))
 
 

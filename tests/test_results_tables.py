@@ -218,3 +218,12 @@ def test_a_column_named_twice_is_refused(tmp_path):
         json.dumps({"columns": ["task", "score", "score"]}))
     with pytest.raises(results_tables.UserError, match="t/table.json: column.s. named twice: score"):
         results_tables.update(tmp_path, write=False)
+
+
+def test_a_table_without_rows_is_refused(tmp_path):
+    make_repo(tmp_path, {"a": row(1, "CoLA", "30.3")})
+    (tmp_path / "benchmarks/results/t/a.json").unlink()
+    with pytest.raises(results_tables.UserError, match=r"^benchmarks/results/t: no rows; "
+                                                       r"expected a JSON file a row beside "
+                                                       r"table\.json$"):
+        results_tables.update(tmp_path, write=False)
