@@ -5,9 +5,9 @@ The ONNX quantization is ONNX Runtime's own (``onnxruntime.quantization.quantize
 recipe HuggingFace's Optimum applies too): each matmul by a weight stores the weight as int8,
 one scale per output column (per channel), and quantizes the activations entering it to
 uint8 batch by batch as the model runs, so no calibration pass is needed; the weights keep 7
-bits of range, which every x86 CPU multiplies without overflow (:func:`quantize_int8`). A CPU with VNNI
-(AVX512_VNNI or AVX_VNNI) multiplies int8 in hardware; one without answers no faster than
-float32. Left in float32: the products of two activations (attention's scores and weighted
+bits of range, which every x86 CPU multiplies without overflow (:func:`quantize_int8`). A CPU
+with VNNI (AVX512_VNNI or AVX_VNNI) multiplies int8 in one instruction; how much faster a model
+answers depends on the CPU (benchmarks/serving_speed.py). Left in float32: the products of two activations (attention's scores and weighted
 sum), whose ranges change with every input, and everything else (LayerNorm, softmax, GELU).
 The LiteRT model's is TensorFlow's converter's dynamic-range quantization
 (:mod:`~nlp_tutorials.serving.tflite_export`), on the same plan.
@@ -55,8 +55,9 @@ def quantize_int8(model_bytes: bytes) -> bytes:
 
     The weights keep 7 bits of range (``reduce_range``): x86 CPUs without VNNI multiply uint8
     by int8 in pairs summed into 16 bits, which 8-bit weights can overflow, and a model written
-    on one CPU may be served on another. On MRPC dev it kept 0.2 points where 8-bit weights
-    lost 1.2 (benchmarks/quantized_accuracy.py)."""
+    on one CPU may be served on another. Chosen on dev (MRPC, two seeds, and CoNLL-2003): 0.6
+    points lost on average against 0.7 with 8-bit weights, with fewer predictions changed
+    (benchmarks/quantized_accuracy.py; figures in benchmarks/RESULTS.md)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -69,8 +70,8 @@ def quantize_int8(model_bytes: bytes) -> bytes:
         float_path.write_bytes(model_bytes)
         root = logging.getLogger()
         level = root.level
-        # Its advice to pre-process (shape inference, graph optimization) is for models of
-        # unknown shapes: tf2onnx's graph has its shapes, and ONNX Runtime optimizes on loading.
+        # Its logged advice to pre-process (shape inference, graph optimization) changed no
+        # answer on dev (benchmarks/quantized_accuracy.py): the log line would only puzzle.
         root.setLevel(logging.ERROR)
         try:
             quantize_dynamic(float_path, int8_path, per_channel=True, reduce_range=True,
