@@ -8,8 +8,6 @@ the CPUs it will be served on. What the model answers moves a little (docs/servi
 gives MRPC's accuracy both ways); LayerNorm, the attention's softmax and the outputs stay
 float32.
 """
-# savedmodel.py asks here whether this CPU has bfloat16 instructions (read in system.hardware).
-from nlp_tutorials.system.hardware import has_bfloat16_instructions  # noqa: F401
 from nlp_tutorials.system.model_files import SERVED_PRECISIONS as PRECISIONS
 
 

@@ -388,7 +388,8 @@ def export_model(model_dir, output, version: int = SERVED_VERSION, overwrite: bo
 
     target = Path(output) / str(version)
     refuse_existing(target, overwrite, "--output")
-    from nlp_tutorials.serving.precision import SLOW_HERE_NOTE, has_bfloat16_instructions
+    from nlp_tutorials.serving.precision import SLOW_HERE_NOTE
+    from nlp_tutorials.system import hardware
 
     module, _, _ = serving_module(model_dir, strings=not ids_only, xla=xla, precision=precision)
     signatures = module.signatures()
@@ -396,7 +397,7 @@ def export_model(model_dir, output, version: int = SERVED_VERSION, overwrite: bo
                                                                signatures=signatures))
     if module.tokenizer is None and not ids_only:
         printer(WORD_LEVEL_NOTE)
-    if precision == "bfloat16" and has_bfloat16_instructions() is False:
+    if precision == "bfloat16" and hardware.has_bfloat16_instructions() is False:
         printer(SLOW_HERE_NOTE)
     printer(f"SavedModel written to {target} (signatures: {', '.join(sorted(signatures))})")
     return target

@@ -2,8 +2,8 @@
 
 The one place the CPU's flags are read: ``train``'s and ``finetune``'s ``--precision auto``
 (:func:`nlp_tutorials.training.distribute.resolve_precision`, which also asks TensorFlow about
-GPUs) and ``export-model --precision bfloat16``'s note (:mod:`nlp_tutorials.serving.precision`)
-both ask here. Plain text, no TensorFlow: Linux lists each core's flags in ``/proc/cpuinfo``.
+GPUs) and ``export-model --precision bfloat16``'s note
+(:func:`nlp_tutorials.serving.savedmodel.export_model`) both ask here. Plain text, no TensorFlow: Linux lists each core's flags in ``/proc/cpuinfo``.
 """
 from pathlib import Path
 

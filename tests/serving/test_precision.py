@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from fake_tasks import ChoiceTask, SentenceTask, tiny_wordpiece_head
-from nlp_tutorials.serving.precision import has_bfloat16_instructions, in_precision
+from nlp_tutorials.serving.precision import SLOW_HERE_NOTE, in_precision
+from nlp_tutorials.system import hardware
+from nlp_tutorials.system.hardware import has_bfloat16_instructions
 from nlp_tutorials.tasks.conll import ConllTask
 from nlp_tutorials.tasks.squad import SquadTask
 
@@ -70,11 +72,10 @@ def test_the_exported_model_stores_its_precision_and_answers_as_the_copy(sentenc
                                                                          request, tmp_path,
                                                                          monkeypatch, name):
     pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text")
-    import nlp_tutorials.serving.precision as precision
     from nlp_tutorials.serving.savedmodel import SequenceModule, export_model
 
     head, tokenizer, task, model_dir = shared_sentence_model(sentence_model, monkeypatch)
-    monkeypatch.setattr(precision, "has_bfloat16_instructions", lambda: False)
+    monkeypatch.setattr(hardware, "has_bfloat16_instructions", lambda: False)
     if name == "float32":  # the default: the run's shared export of this model
         version, printed = request.getfixturevalue("sentence_savedmodel")
     else:
@@ -82,7 +83,7 @@ def test_the_exported_model_stores_its_precision_and_answers_as_the_copy(sentenc
         version = export_model(model_dir, tmp_path / name, printer=printed.append,
                                precision=name)
     # The note that bfloat16 is slow here: for the bfloat16 export only, once.
-    assert printed.count(precision.SLOW_HERE_NOTE) == (name == "bfloat16")
+    assert printed.count(SLOW_HERE_NOTE) == (name == "bfloat16")
     stored = tf.train.load_checkpoint(str(version / "variables" / "variables"))
     floats = {dtype for dtype in stored.get_variable_to_dtype_map().values() if dtype.is_floating}
     assert floats == {tf.as_dtype(name)}
@@ -100,11 +101,10 @@ def test_the_exported_model_stores_its_precision_and_answers_as_the_copy(sentenc
 @pytest.mark.slow
 def test_no_note_where_the_cpu_has_bfloat16_instructions(sentence_model, tmp_path, monkeypatch):
     pytest.importorskip("tensorflow_text", reason="export-model needs tensorflow-text")
-    import nlp_tutorials.serving.precision as precision
     from nlp_tutorials.serving.savedmodel import export_model
 
     _, _, _, model_dir = shared_sentence_model(sentence_model, monkeypatch)
-    monkeypatch.setattr(precision, "has_bfloat16_instructions", lambda: True)
+    monkeypatch.setattr(hardware, "has_bfloat16_instructions", lambda: True)
     # Only what is printed matters here: the model need not be written.
     def write_nothing(module, folder, signatures):
         Path(folder).mkdir()  # the folder export_model then renames into place
@@ -112,7 +112,7 @@ def test_no_note_where_the_cpu_has_bfloat16_instructions(sentence_model, tmp_pat
     monkeypatch.setattr(tf.saved_model, "save", write_nothing)
     printed = []
     export_model(model_dir, tmp_path / "again", printer=printed.append, precision="bfloat16")
-    assert printed and precision.SLOW_HERE_NOTE not in printed
+    assert printed and SLOW_HERE_NOTE not in printed
 
 
 @pytest.mark.parametrize("flags, expected", [
