@@ -1,9 +1,11 @@
-"""What this machine's CPU can do in hardware: bfloat16 arithmetic, read from its flags.
+"""What this machine's CPU is and can do in hardware (bfloat16 arithmetic), read from its flags.
 
-The one place the CPU's flags are read: ``train``'s and ``finetune``'s ``--precision auto``
+The one place the CPU is read: ``train``'s and ``finetune``'s ``--precision auto``
 (:func:`nlp_tutorials.training.distribute.resolve_precision`, which also asks TensorFlow about
-GPUs) and ``export-model --precision bfloat16``'s note
-(:func:`nlp_tutorials.serving.savedmodel.export_model`) both ask here. Plain text, no TensorFlow: Linux lists each core's flags in ``/proc/cpuinfo``.
+GPUs), ``export-model --precision bfloat16``'s note
+(:func:`nlp_tutorials.serving.savedmodel.export_model`) and the machine a results file records
+(:func:`nlp_tutorials.system.provenance.machine`) all ask here. Plain text, no TensorFlow:
+Linux describes each core in ``/proc/cpuinfo``.
 """
 from pathlib import Path
 
@@ -13,18 +15,29 @@ CPUINFO = Path("/proc/cpuinfo")
 BFLOAT16_FLAGS = {"avx512_bf16": "AVX512_BF16", "amx_bf16": "AMX"}
 
 
-def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str] | None:
-    """Every flag ``cpuinfo`` lists on its ``flags`` lines; None where it cannot be read (not
-    Linux)."""
+def cpuinfo_values(field: str, cpuinfo: Path = CPUINFO) -> list[str] | None:
+    """The values of every ``field`` line in ``cpuinfo`` (one a core), in order; None where it
+    cannot be read (not Linux)."""
     try:
         text = Path(cpuinfo).read_text(errors="replace")
     except OSError:
         return None
-    flags = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-    return flags
+    lines = (line.partition(":") for line in text.splitlines())
+    return [value.strip() for name, _, value in lines if name.strip() == field]
+
+
+def cpu_model(cpuinfo: Path = CPUINFO) -> str | None:
+    """The first core's ``model name``, as ``lscpu`` shows it; None where ``cpuinfo`` cannot
+    be read or names no model."""
+    names = cpuinfo_values("model name", cpuinfo)
+    return names[0] if names else None
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str] | None:
+    """Every flag ``cpuinfo`` lists on its ``flags`` lines; None where it cannot be read (not
+    Linux)."""
+    lines = cpuinfo_values("flags", cpuinfo)
+    return None if lines is None else {flag for line in lines for flag in line.split()}
 
 
 def bfloat16_instructions(cpuinfo: Path = CPUINFO) -> list[str] | None:

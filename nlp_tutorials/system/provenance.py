@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nlp_tutorials.system import hardware
+
 # The CPU flags that decide which kernels oneDNN and XLA use, as /proc/cpuinfo spells them.
 SPEED_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
                "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8")
@@ -28,28 +30,16 @@ def run_provenance(gpus: list | None = None) -> dict:
             "machine": machine(gpus), "revision": revision()}
 
 
-def machine(gpus: list | None = None) -> dict:
-    """The CPU's model name and speed flags (from /proc/cpuinfo, what ``lscpu`` shows), the
+def machine(gpus: list | None = None, cpuinfo: Path = hardware.CPUINFO) -> dict:
+    """The CPU's model name and speed flags (read by :mod:`~nlp_tutorials.system.hardware`
+    from ``cpuinfo``, what ``lscpu`` shows; off Linux the platform's processor name), the
     logical CPUs this process may use, and ``gpus`` (the names TensorFlow lists)."""
-    model, flags = cpu_model_and_flags()
+    model = hardware.cpu_model(cpuinfo) or platform.processor() or UNKNOWN
+    flags = hardware.cpu_flags(cpuinfo) or set()
     usable = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
               else os.cpu_count())
     return {"cpu": model, "cpus": usable, "flags": [f for f in SPEED_FLAGS if f in flags],
             "gpus": list(gpus or []), "system": f"{platform.system()} {platform.machine()}"}
-
-
-def cpu_model_and_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, set]:
-    """The first processor's ``model name`` and ``flags`` in ``cpuinfo``; off Linux, the
-    platform's processor name and no flags."""
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return platform.processor() or UNKNOWN, set()
-    fields = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
-    return fields.get("model name", UNKNOWN), set(fields.get("flags", "").split())
 
 
 def revision(folder: Path = Path(__file__).resolve().parent) -> str:

@@ -15,17 +15,20 @@ from nlp_tutorials.system import provenance
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_cpu_model_and_flags_read_the_first_processor(tmp_path):
+def test_machine_reads_the_first_processors_model_and_the_speed_flags(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx avx2 fma\n"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n"
+                       "flags\t\t: fpu avx avx2 fma avx512_vnni\n"
                        "\nprocessor\t: 1\nmodel name\t: other\nflags\t\t: fpu\n")
-    assert provenance.cpu_model_and_flags(cpuinfo) == ("AMD EPYC 7B13", {"fpu", "avx", "avx2",
-                                                                         "fma"})
-    assert provenance.cpu_model_and_flags(tmp_path / "absent")[1] == set()
+    found = provenance.machine(cpuinfo=cpuinfo)
+    assert found["cpu"] == "AMD EPYC 7B13"
+    assert found["flags"] == ["avx", "avx2", "fma", "avx512_vnni"]  # SPEED_FLAGS' order
+    absent = provenance.machine(cpuinfo=tmp_path / "absent")
+    assert absent["flags"] == [] and absent["cpu"]
 
 
 @pytest.mark.skipif(shutil.which("lscpu") is None
-                    or provenance.cpu_model_and_flags()[0] == provenance.UNKNOWN,
+                    or provenance.machine()["cpu"] == provenance.UNKNOWN,
                     reason="needs lscpu and a /proc/cpuinfo that names the model (x86)")
 def test_machine_names_the_cpu_as_lscpu_does():
     shown = subprocess.run(["lscpu"], capture_output=True, text=True,
