@@ -25,7 +25,14 @@ none set, TensorFlow's own choice), ``-onednn`` for ``TF_ENABLE_ONEDNN_OPTS=1`` 
   computed op by op): 40% fewer ops in the traced graph;
 - ``fused-qkv``: self-attention's query, key and value projected by one product with the
   three kernels side by side ([hidden, 3 x hidden], a constant made when the call is traced)
-  instead of three.
+  instead of three;
+- ``fused-dense``: every Dense on [batch, step, in] flattened to [tokens, in], its product, bias
+  and activation applied there (TensorFlow's GELU for the feed-forward's), so that Grappler's
+  remapper fuses the three into one oneDNN product (``_MklNativeFusedMatMul``): the separate
+  ``BiasAdd`` and ``Erfc`` ops go;
+- ``einsum-attention``: the scores and the weighted sum as einsums on [batch, step, heads,
+  head_size], with no ``tf.transpose`` of their own (oneDNN's transposes of small tensors cost
+  more on two threads than on one: ``serving_profile.py``).
 """
 import argparse
 import json
@@ -37,7 +44,8 @@ import time
 
 DEFAULT_CONFIGS = ("1x1", "1x1-onednn", "2x1", "2x1-onednn", "2x2-onednn", "default-onednn",
                    "1x1-transposed-ff", "2x1-onednn-tf-gelu", "2x1-onednn-keras-layernorm")
-VARIANTS = ("tf-gelu", "keras-layernorm", "transposed-ff", "einsum-dense", "fused-qkv")
+VARIANTS = ("tf-gelu", "keras-layernorm", "transposed-ff", "einsum-dense", "fused-qkv",
+            "fused-dense", "einsum-attention")
 BATCH = 32
 
 
@@ -95,6 +103,36 @@ def use_variant(variant) -> None:
         keras.layers.Dense.call = einsum_call
     elif variant == "fused-qkv":
         fuse_query_key_value(layers.MultiHeadAttention)
+    elif variant == "fused-dense":
+        layers.gelu = lambda x: tf.nn.gelu(x, approximate=False)
+
+        def flat_call(self, inputs, training=None):
+            flat = tf.reshape(inputs, [-1, inputs.shape[-1]])  # [tokens, in]
+            outputs = self.activation(tf.nn.bias_add(tf.matmul(flat, self.kernel), self.bias))
+            return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.units]], 0))
+
+        keras.layers.Dense.call = flat_call
+    elif variant == "einsum-attention":
+        layers.MultiHeadAttention.call = attention_in_einsums
+
+
+def attention_in_einsums(self, query, memory, mask, training=False, cache=None, head_mask=None):
+    """``MultiHeadAttention.call`` for self-attention without cache or head mask, its heads kept
+    as [batch, step, heads, head_size] and the two products written as einsums."""
+    import numpy as np
+    import tensorflow as tf
+
+    batch, step = tf.shape(query)[0], tf.shape(query)[1]
+
+    def heads(x):  # [batch, step, hidden] -> [batch, step, heads, head_size]
+        return tf.reshape(x, [batch, step, self.heads, self.head_size])
+
+    q, k, v = heads(self.query(query)), heads(self.key(memory)), heads(self.value(memory))
+    scores = tf.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(self.head_size).astype("float32")
+    probs = tf.nn.softmax(scores + tf.cast(mask, scores.dtype), axis=-1)  # [b, h, q, k]
+    context = tf.einsum("bhqk,bkhd->bqhd", probs, v)  # [batch, step, heads, head_size]
+    output = self.output_dense(tf.reshape(context, [batch, step, self.heads * self.head_size]))
+    return output, probs, {"key": k, "value": v}
 
 
 def fuse_query_key_value(attention) -> None:

@@ -99,8 +99,9 @@ def busy_intervals(events):
     return merged
 
 
-def summarise_wall(trace_json, steps):
-    """Print wall milliseconds per step by op type, and how busy the intra-op threads were."""
+def summarise_wall(trace_json, steps, unit="step"):
+    """Print wall milliseconds per ``unit`` (``steps`` of them traced) by op type, and how busy
+    the intra-op threads were."""
     events = json.loads(Path(trace_json).read_text())["traceEvents"]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
@@ -118,7 +119,7 @@ def summarise_wall(trace_json, steps):
         last = time
         (running.add if change > 0 else running.discard)(index)
     everything = sum(wall.values())
-    print(f"wall time per step in ops: {everything / 1000 / steps:.0f} ms")
+    print(f"wall time per {unit} in ops: {everything / 1000 / steps:.1f} ms")
     for op_type, microseconds in wall.most_common(20):
         print(f"  {op_type:30s} {microseconds / 1000 / steps:7.1f} ms  "
               f"{100 * microseconds / everything:5.1f}%")
