@@ -51,6 +51,8 @@ def run(folder: Path, precision: str, seed: int) -> dict:
     if finished.returncode:
         sys.exit(f"{' '.join(command)} failed; see {folder.with_suffix('.log')}")
     found = TEST_LINE.search(folder.with_suffix(".log").read_text())
+    if found is None:
+        sys.exit(f"{folder.with_suffix('.log')}: the run printed no test scores")
     scores = {"test_mlm_accuracy": float(found[1]), "test_nsp_accuracy": float(found[2])}
     record.write_text(json.dumps({"command": command, "wall_seconds": wall, **scores}) + "\n")
     return json.loads(record.read_text())
@@ -62,7 +64,8 @@ def curve(folder: Path, tag: str = "loss") -> dict:
 
     values = {}
     for events in sorted((folder / "logs").glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(events)):
+        for record in tf.data.TFRecordDataset(str(events)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:
                 if value.tag == tag:
                     values[event.step] = float(tf.make_ndarray(value.tensor))
