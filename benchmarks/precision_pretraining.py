@@ -39,23 +39,24 @@ def parse_args(argv=None):
 
 def run(folder: Path, precision: str, seed: int) -> dict:
     """Train one run (unless its record exists); its record: wall seconds and test scores."""
-    record = folder.with_suffix(".json")
+    record, log = folder.with_suffix(".json"), folder.with_suffix(".log")
     if record.exists():
         return json.loads(record.read_text())
     command = [sys.executable, "-m", "nlp_tutorials.bert", "train", "--no-plots",
                "--precision", precision, "--seed", str(seed), "--model-dir", str(folder)]
     start = time.perf_counter()
-    with open(folder.with_suffix(".log"), "w") as log:
-        finished = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
+    with open(log, "w") as output:
+        finished = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, check=False)
     wall = time.perf_counter() - start
     if finished.returncode:
-        sys.exit(f"{' '.join(command)} failed; see {folder.with_suffix('.log')}")
-    found = TEST_LINE.search(folder.with_suffix(".log").read_text())
+        sys.exit(f"{' '.join(command)} failed; see {log}")
+    found = TEST_LINE.search(log.read_text())
     if found is None:
-        sys.exit(f"{folder.with_suffix('.log')}: the run printed no test scores")
-    scores = {"test_mlm_accuracy": float(found[1]), "test_nsp_accuracy": float(found[2])}
-    record.write_text(json.dumps({"command": command, "wall_seconds": wall, **scores}) + "\n")
-    return json.loads(record.read_text())
+        sys.exit(f"{log}: the run printed no test scores")
+    result = {"command": command, "wall_seconds": wall,
+              "test_mlm_accuracy": float(found[1]), "test_nsp_accuracy": float(found[2])}
+    record.write_text(json.dumps(result) + "\n")
+    return result
 
 
 def curve(folder: Path, tag: str = "loss") -> dict:

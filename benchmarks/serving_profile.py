@@ -17,7 +17,6 @@ package to convert with instead. The trace (``--logdir``) also opens in TensorBo
 """
 import argparse
 import glob
-import json
 import os
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from profile_step import CONVERT, summarise_wall  # noqa: E402
+from serving_speed import encoded_pairs  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -51,8 +51,7 @@ def answerer(args, folder: Path):
     import tensorflow as tf
 
     from nlp_tutorials.serving.savedmodel import export_model, import_tensorflow_text
-    from nlp_tutorials.tasks.glue import TextExample
-    from nlp_tutorials.tasks.mrpc import MrpcTask, load_mrpc
+    from nlp_tutorials.tasks.mrpc import load_mrpc
     from nlp_tutorials.text.tokenization import load_tokenizer
 
     import_tensorflow_text()
@@ -64,13 +63,8 @@ def answerer(args, folder: Path):
                   for p in pairs]
     else:
         tokenizer = load_tokenizer(args.model_dir)
-        inputs = []
-        for pair in pairs:
-            arrays = MrpcTask().encode(tokenizer, [TextExample(pair.text, pair.pair, "0")], 128)
-            step = int((arrays["input_ids"] != tokenizer.pad_id).sum())
-            inputs.append({name: tf.constant(arrays[name][:, :step], tf.int32)
-                           for name in ("input_ids", "token_type_ids")})
-            inputs[-1]["attention_mask"] = tf.ones_like(inputs[-1]["input_ids"])
+        inputs = [{name: tf.constant(array) for name, array
+                   in encoded_pairs(tokenizer, [p.text], [p.pair]).items()} for p in pairs]
     return lambda i: signature(**inputs[i])["probability"].numpy()
 
 
@@ -107,7 +101,6 @@ def timeline(args, xplane) -> Path:
     if not converted:
         sys.exit(f"TensorFlow's converter could not read {xplane}: {data[:200]!r}; "
                  f"give --xprof-python")
-    json.loads(data)  # the converter answers JSON; anything else is its error message
     output.write_bytes(data if isinstance(data, bytes) else data.encode())
     return output
 

@@ -271,25 +271,32 @@ def pair_batches(args):
     return batches, singles
 
 
-def our_answerer(system: str, job: dict, threads: int):
-    """A function (sentence1 list, sentence2 list) -> P(paraphrase), and a function giving
-    the padded step of a batch, for one of the package's systems."""
+def encoded_pairs(tokenizer, s1, s2) -> dict:
+    """``predict_ids``' inputs (int32 [batch, step] numpy arrays) for sentence pairs: predict's
+    layout at MRPC's 128 tokens, padded to the longest pair."""
     import numpy as np
 
     from nlp_tutorials.tasks.glue import TextExample
     from nlp_tutorials.tasks.mrpc import MrpcTask
+
+    pairs = [TextExample(a, b, "0") for a, b in zip(s1, s2)]
+    arrays = MrpcTask().encode(tokenizer, pairs, 128)
+    step = int((arrays["input_ids"] != tokenizer.pad_id).sum(axis=1).max())
+    ids = arrays["input_ids"][:, :step].astype(np.int32)
+    return {"input_ids": ids,
+            "token_type_ids": arrays["token_type_ids"][:, :step].astype(np.int32),
+            "attention_mask": (ids != tokenizer.pad_id).astype(np.int32)}
+
+
+def our_answerer(system: str, job: dict, threads: int):
+    """A function (sentence1 list, sentence2 list) -> P(paraphrase), and a function giving
+    the padded step of a batch, for one of the package's systems."""
     from nlp_tutorials.text.tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(job["model_dir"])
 
-    def encoded(s1, s2):  # predict's layout at MRPC's 128 tokens, padded to the longest pair
-        pairs = [TextExample(a, b, "0") for a, b in zip(s1, s2)]
-        arrays = MrpcTask().encode(tokenizer, pairs, 128)
-        step = int((arrays["input_ids"] != tokenizer.pad_id).sum(axis=1).max())
-        ids = arrays["input_ids"][:, :step].astype(np.int32)
-        return {"input_ids": ids,
-                "token_type_ids": arrays["token_type_ids"][:, :step].astype(np.int32),
-                "attention_mask": (ids != tokenizer.pad_id).astype(np.int32)}
+    def encoded(s1, s2):
+        return encoded_pairs(tokenizer, s1, s2)
 
     def step(s1, s2):
         return encoded(s1, s2)["input_ids"].shape[1]

@@ -7,8 +7,9 @@ one scale per output column (per channel), and quantizes the activations enterin
 uint8 batch by batch as the model runs, so no calibration pass is needed; the weights keep 7
 bits of range, which every x86 CPU multiplies without overflow (:func:`quantize_int8`). A CPU
 with VNNI (AVX512_VNNI or AVX_VNNI) multiplies int8 in one instruction; how much faster a model
-answers depends on the CPU (benchmarks/serving_speed.py). Left in float32: the products of two activations (attention's scores and weighted
-sum), whose ranges change with every input, and everything else (LayerNorm, softmax, GELU).
+answers depends on the CPU (benchmarks/serving_speed.py). Left in float32: the products of two
+activations (attention's scores and weighted sum), whose ranges change with every input, and
+everything else (LayerNorm, softmax, GELU).
 The LiteRT model's is TensorFlow's converter's dynamic-range quantization
 (:mod:`~nlp_tutorials.serving.tflite_export`), on the same plan.
 
