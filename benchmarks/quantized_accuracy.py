@@ -1,32 +1,34 @@
 """What int8 costs a fine-tuned model, recipe by recipe: its task's scores on dev and test in
 ONNX Runtime, float32 against int8 quantized several ways.
 
-    python benchmarks/quantized_accuracy.py --model-dir DIR [--data DIR] [--splits dev,test]
+    python benchmarks/quantized_accuracy.py --model-dir DIR [--data DIR] [--test FILE] [--splits dev,test]
 
 The float model is ``export-model --format onnx``'s; the recipes quantize it with ONNX
 Runtime's ``quantize_dynamic``:
 
-- ``offered``: what ``export-model --quantize int8`` writes
-  (:func:`nlp_tutorials.serving.quantization.quantize_int8`): matmuls by a weight, per
-  channel, weights of 7 bits' range (ONNX Runtime's advice for CPUs without VNNI);
-- ``offered, 8-bit weights``: the same with the weights' full 8-bit range;
+- ``int8, 7-bit weights`` and ``int8, 8-bit weights``: the two models ``export-model
+  --quantize int8`` chooses between on dev
+  (:func:`nlp_tutorials.serving.quantization.int8_candidates`): matmuls by a weight, per
+  channel, weights of 7 bits' range (ONNX Runtime's advice for CPUs without VNNI) or 8;
 - ``per-tensor, every matmul``: ``quantize_dynamic``'s defaults (one scale a weight, 8 bits,
   and the attention's products of two activations quantized too);
-- ``offered, classifier float``: the last matmul (the task's output layer) left in float32;
-- ``offered, pre-processed``: ``quant_pre_process`` (shape inference and ONNX Runtime's graph
+- ``7-bit, classifier float``: the last matmul (the task's output layer) left in float32;
+- ``7-bit, pre-processed``: ``quant_pre_process`` (shape inference and ONNX Runtime's graph
   optimizer) before quantizing.
 
 Every model answers the same encoded examples in the same batches (the int8 check's
 ``answers``); each line gives the task's scores and how many predictions changed from float32.
-Choose a recipe on dev; test is the split to report.
+Then the line ``offered`` names the model ``export-model`` keeps, chosen on dev as its check
+chooses (:func:`~nlp_tutorials.serving.quantization.kept_recipe`). Choose a recipe on dev;
+test is the split to report.
 """
 import argparse
 import sys
 import tempfile
 from pathlib import Path
 
-RECIPES = ("offered", "offered, 8-bit weights", "per-tensor, every matmul",
-           "offered, classifier float", "offered, pre-processed")
+OFFERED = ("int8, 7-bit weights", "int8, 8-bit weights")  # int8_candidates' names, in order
+RECIPES = OFFERED + ("per-tensor, every matmul", "7-bit, classifier float", "7-bit, pre-processed")
 
 
 def parse_args(argv=None):
@@ -34,17 +36,21 @@ def parse_args(argv=None):
     parser.add_argument("--model-dir", required=True, help="a model folder from finetune")
     parser.add_argument("--data", default=None,
                         help="the task's data folder (default: MRPC's shipped copy)")
+    parser.add_argument("--test", default=None, metavar="FILE",
+                        help="a labelled test file, as finetune --test reads it (default: the "
+                             "task's own test file, where it has one with labels)")
     parser.add_argument("--splits", default="dev,test", help="splits to score (default dev,test)")
     parser.add_argument("--results-row", default=None, metavar="FILE",
-                        help="also write the offered recipe's figures on the last split as a "
-                             "row of benchmarks/results/int8_accuracy (scripts/results_tables.py)")
+                        help="also write the offered model's figures on the last split as a "
+                             "row of benchmarks/results/int8_accuracy (scripts/results_tables.py); "
+                             "needs dev among --splits, where the model is chosen")
     parser.add_argument("--label", default="", help="the row's model cell, e.g. 'MRPC, seed 1'")
     return parser.parse_args(argv)
 
 
-def results_row(path: Path, label: str, task, split: str, scores: dict, changed: int,
-                examples: int) -> None:
-    """The int8_accuracy table's row for the offered recipe: the task's first metric in float32
+def results_row(path: Path, label: str, task, split: str, scores: dict, offered: str,
+                changed: int, examples: int) -> None:
+    """The int8_accuracy table's row for the offered model: the task's first metric in float32
     and int8 on ``split``, the points lost and the predictions changed, with this run's
     command, date, machine and revision."""
     import json
@@ -53,7 +59,7 @@ def results_row(path: Path, label: str, task, split: str, scores: dict, changed:
     from nlp_tutorials.tasks.base import reported
 
     metric, printed = task.metrics[0]
-    before, after = scores["float32"][metric], scores["offered"][metric]
+    before, after = scores["float32"][metric], scores[offered][metric]
     provenance = run_provenance()
     row = {**provenance, "date": provenance["date"][:10],
            "source": "written by benchmarks/quantized_accuracy.py --results-row",
@@ -67,15 +73,11 @@ def results_row(path: Path, label: str, task, split: str, scores: dict, changed:
 
 
 def quantized(model_bytes: bytes, recipe: str, folder: Path) -> bytes:
-    """The float model quantized by ``recipe`` (one of :data:`RECIPES`)."""
+    """The float model quantized by ``recipe``, one of :data:`RECIPES` after the offered ones."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from nlp_tutorials.serving.quantization import quantize_int8
-
-    if recipe == "offered":
-        return quantize_int8(model_bytes)
     source, target = folder / "float32.onnx", folder / "int8.onnx"
     source.write_bytes(model_bytes)
     proto = onnx.load_from_string(model_bytes)
@@ -86,12 +88,10 @@ def quantized(model_bytes: bytes, recipe: str, folder: Path) -> bytes:
                "op_types_to_quantize": ["MatMul"], "nodes_to_exclude": activations}
     if recipe == "per-tensor, every matmul":
         options = {"weight_type": QuantType.QInt8}
-    elif recipe == "offered, 8-bit weights":
-        options["reduce_range"] = False
-    elif recipe == "offered, classifier float":
+    elif recipe == "7-bit, classifier float":
         last = [node.name for node in matmuls if weights & set(node.input)][-1]
         options["nodes_to_exclude"] = activations + [last]
-    elif recipe == "offered, pre-processed":
+    elif recipe == "7-bit, pre-processed":
         prepared = folder / "prepared.onnx"
         quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
         source = prepared
@@ -106,39 +106,55 @@ def quantized(model_bytes: bytes, recipe: str, folder: Path) -> bytes:
 
 def main(argv=None):
     args = parse_args(argv)
+    splits = args.splits.split(",")
+    if args.results_row and "dev" not in splits:
+        sys.exit("--results-row: the offered model is chosen on dev; add dev to --splits")
     from nlp_tutorials.finetuned.folders import task_with_data
     from nlp_tutorials.serving.onnx_export import convert, onnx_runner
-    from nlp_tutorials.serving.quantization import answer_of, answers
+    from nlp_tutorials.serving.quantization import (answers, candidate_report,
+                                                    int8_candidates, kept_recipe)
     from nlp_tutorials.serving.savedmodel import serving_module
     from nlp_tutorials.system.startup import start_tensorflow
 
     start_tensorflow()
     module, task, tokenizer = serving_module(args.model_dir, strings=False)
     task = task_with_data(task, args.model_dir, args.data, dev_size=None)
+    if args.test:
+        task = task.replace(paths={**task.paths, "test": args.test})
     float_model, _ = convert(module, task, module.head.backbone.config.vocab_size)
+    models = {"float32": float_model, **int8_candidates(float_model)}
+    if tuple(models)[1:] != OFFERED:
+        sys.exit(f"export-model's int8 models are now {tuple(models)[1:]}: update OFFERED")
     with tempfile.TemporaryDirectory() as tmp:
-        models = {"float32": float_model}
-        for recipe in RECIPES:
+        for recipe in RECIPES[len(OFFERED):]:
             folder = Path(tmp) / recipe.replace(" ", "_").replace(",", "")
             folder.mkdir()
             models[recipe] = quantized(float_model, recipe, folder)
     runners = {name: onnx_runner(model) for name, model in models.items()}
-    for split in args.splits.split(","):
+    metric = task.metrics[0][0]
+    offered = None
+    for split in splits:
         examples = task.examples(split)
         arrays = task.encode(tokenizer, examples, module.max_len)
-        logits, _ = answers(runners, module, arrays, display=None)
+        logits, largest = answers(runners, module, arrays, display=None)
         predictions = {name: task.predictions(found, arrays, examples)
                        for name, found in logits.items()}
-        scores, changed = {}, {}
-        for name, found in predictions.items():
-            scores[name] = task.score(examples, found)
-            changed[name] = sum(answer_of(a) != answer_of(b)
-                                for a, b in zip(predictions["float32"], found))
+        scores = {name: task.score(examples, found) for name, found in predictions.items()}
+        reports = {name: candidate_report(scores, predictions, largest, name, metric)
+                   for name in RECIPES}
+        print(f"{task.title} {split} ({len(examples)}), float32: "
+              f"{task.describe(scores['float32'])}", flush=True)
+        for name, found in reports.items():
             print(f"{task.title} {split} ({len(examples)}), {name}: "
-                  f"{task.describe(scores[name])}; {changed[name]} changed", flush=True)
+                  f"{task.describe(found['scores'])}; {found['changed_predictions']} changed",
+                  flush=True)
+        if split == "dev":
+            offered = kept_recipe({name: reports[name] for name in OFFERED}, metric)
+            print(f"offered: {offered}, kept on dev as export-model's check keeps it",
+                  flush=True)
     if args.results_row:
-        results_row(Path(args.results_row), args.label, task, split, scores, changed["offered"],
-                    len(examples))
+        results_row(Path(args.results_row), args.label, task, split, scores, offered,
+                    reports[offered]["changed_predictions"], len(examples))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ import tensorflow as tf
 
 from nlp_tutorials.serving.numeric_export import (frozen, largest_difference_from,
                                                    numeric_predict_ids, probe_inputs, save_served)
-from nlp_tutorials.serving.quantization import Int8Check, int8_report, quantize_int8
+from nlp_tutorials.serving.quantization import (WEIGHT_BITS, Int8Check, int8_candidates,
+                                                 int8_report, recipe_name)
+from nlp_tutorials.system import hardware
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.model_files import QUANTIZATION_FILE, SERVED_VERSION
 
@@ -153,7 +155,8 @@ def export_onnx(model_dir, output, version: int = SERVED_VERSION, overwrite: boo
     it converted it, without :mod:`~nlp_tutorials.serving.onnx_fusion`'s rewrites (to measure
     what they give: benchmarks/serving_speed.py). ``int8``: the model's matmuls quantized to
     int8, written only if it passes that check against the float model
-    (:mod:`~nlp_tutorials.serving.quantization`), with the check's report beside it."""
+    (:mod:`~nlp_tutorials.serving.quantization`: of the candidates, the one scoring best), with
+    the check's report beside it."""
     from nlp_tutorials.serving.savedmodel import serving_module
     from nlp_tutorials.system.files import refuse_existing
 
@@ -165,11 +168,15 @@ def export_onnx(model_dir, output, version: int = SERVED_VERSION, overwrite: boo
                                       fused)
     report = None
     if int8 is not None:
-        quantized = quantize_int8(model_bytes)
-        report = int8_report({"float32": onnx_runner(model_bytes),
-                              "int8": onnx_runner(quantized)},
-                             module, task, tokenizer, model_dir, int8, printer)
-        model_bytes = quantized
+        candidates = int8_candidates(model_bytes)
+        runners = {"float32": onnx_runner(model_bytes),
+                   **{name: onnx_runner(found) for name, found in candidates.items()}}
+        report = int8_report(runners, module, task, tokenizer, model_dir, int8, printer)
+        model_bytes = candidates[report["recipe"]]
+        if report["recipe"] == recipe_name(max(WEIGHT_BITS)) and hardware.has_vnni():
+            printer(f"note: {report['recipe']} scored best on this CPU, which has VNNI; a CPU "
+                    f"without it (no avx512_vnni or avx_vnni flag) may saturate their "
+                    f"products: check the model there before serving it there")
     save_served(target, MODEL_FILE, model_bytes, tokenizer, report)
     if report is None:
         printer(f"ONNX model written to {target / MODEL_FILE} (opset {OPSET}; ONNX Runtime's "

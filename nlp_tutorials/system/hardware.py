@@ -1,9 +1,11 @@
-"""What this machine's CPU is and can do in hardware (bfloat16 arithmetic), read from its flags.
+"""What this machine's CPU is and can do in hardware (bfloat16 and int8 arithmetic), read from
+its flags.
 
 The one place the CPU is read: ``train``'s and ``finetune``'s ``--precision auto``
 (:func:`nlp_tutorials.training.distribute.resolve_precision`, which also asks TensorFlow about
 GPUs), ``export-model --precision bfloat16``'s note
-(:func:`nlp_tutorials.serving.savedmodel.export_model`) and the machine a results file records
+(:func:`nlp_tutorials.serving.savedmodel.export_model`), ``--quantize int8``'s note on 8-bit
+weights (:func:`nlp_tutorials.serving.onnx_export.export_onnx`) and the machine a results file records
 (:func:`nlp_tutorials.system.provenance.machine`) all ask here. Plain text, no TensorFlow:
 Linux describes each core in ``/proc/cpuinfo``.
 """
@@ -54,3 +56,15 @@ def has_bfloat16_instructions(cpuinfo: Path = CPUINFO) -> bool | None:
     (not Linux)."""
     found = bfloat16_instructions(cpuinfo)
     return None if found is None else bool(found)
+
+
+# /proc/cpuinfo's names for the instructions that multiply int8 (unsigned by signed) and sum
+# the products in 32 bits: AVX512_VNNI and the 256-bit AVX_VNNI.
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni")
+
+
+def has_vnni(cpuinfo: Path = CPUINFO) -> bool | None:
+    """Whether this CPU sums int8 products in 32 bits in one instruction (VNNI); without it,
+    x86 sums pairs of them in 16 bits, which can saturate. None where ``cpuinfo`` cannot say."""
+    flags = cpu_flags(cpuinfo)
+    return None if flags is None else any(flag in flags for flag in VNNI_FLAGS)

@@ -83,6 +83,7 @@ def test_answers_run_every_batch_in_order_and_measure_the_largest_change():
     runners = {"float32": FakeRunner(model(0.0)), "int8": FakeRunner(model(0.03))}
     arrays = {"input_ids": ids, "token_type_ids": np.zeros_like(ids)}
     logits, largest = answers(runners, FakeModule(), arrays, display=None)
+    assert list(largest) == ["int8"]  # each model against the first
     assert [len(feeds["input_ids"]) for feeds in runners["int8"].fed] == [64, 64, 22]
     fed = runners["float32"].fed[0]
     step = fed["input_ids"].shape[1]
@@ -90,7 +91,87 @@ def test_answers_run_every_batch_in_order_and_measure_the_largest_change():
     np.testing.assert_allclose(softmax(logits["float32"])[:, 1], p, rtol=1e-5)
     np.testing.assert_allclose(softmax(logits["int8"])[:, 1], np.clip(p + 0.03, 0, 1),
                                rtol=1e-5)
-    assert largest == pytest.approx((np.clip(p + 0.03, 0, 1) - p).max(), abs=1e-6)
+    assert largest["int8"] == pytest.approx((np.clip(p + 0.03, 0, 1) - p).max(), abs=1e-6)
+
+
+class ThreeLabelModule(FakeModule):
+    """A three-label classifier's serving module: outputs ``label`` and its ``probability``."""
+    max_len = 12
+    head = type("Head", (), {"per_position": False, "num_labels": 3})()
+
+
+def test_the_check_keeps_the_int8_model_scoring_best_and_reports_each(tmp_path, monkeypatch):
+    from sklearn.metrics import accuracy_score
+
+    from nlp_tutorials.serving.quantization import Int8Check, int8_report
+    from nlp_tutorials.text.tokenization import load_tokenizer
+    from fake_tasks import TINY_BERT
+
+    monkeypatch.setitem(TASKS, SentenceTask.name, SentenceTask)
+    task, tokenizer = SentenceTask(), load_tokenizer(TINY_BERT)
+    truth = np.array([0, 1, 2, 2, 1, 0, 0, 2, 1, 2])
+    words = " ".join(SENTENCES).split()
+    (tmp_path / "check.tsv").write_text("".join(
+        f"{' '.join(words[i:i + 4])}\t{task.labels[label]}\n" for i, label in enumerate(truth)))
+    float_p = np.linspace(0.5, 0.9, len(truth)).astype(np.float32)
+
+    def runner(wrong: list, probability_shift: float):
+        """Answers ``truth`` but on the rows ``wrong`` (label + 1), one batch in order."""
+        def answer(feeds):
+            labels = truth.copy()
+            labels[wrong] = (labels[wrong] + 1) % 3
+            return [labels.astype(np.int32), float_p + np.float32(probability_shift)]
+        return FakeRunner(answer)
+
+    runners = {"float32": runner([], 0.0), "int8, 7-bit weights": runner([1, 4], 0.02),
+               "int8, 8-bit weights": runner([7], 0.05)}
+    printed = []
+    report = int8_report(runners, ThreeLabelModule(), task, tokenizer, tmp_path,
+                         Int8Check(max_drop=50.0, file=str(tmp_path / "check.tsv")),
+                         printer=printed.append)
+    eight_bit = truth.copy()
+    eight_bit[7] = 0
+    assert report["recipe"] == "int8, 8-bit weights"  # 90% beats 80% on the check's examples
+    assert report["scores"]["int8"]["accuracy"] == pytest.approx(accuracy_score(truth, eight_bit))
+    assert report["drop_points"] == pytest.approx(10.0)
+    assert report["changed_predictions"] == 1
+    # every answer's probability moved by 0.05; the label ids are counted as changes instead
+    assert report["largest_output_change"] == pytest.approx(0.05, abs=1e-6)
+    seven = report["candidates"]["int8, 7-bit weights"]
+    assert (seven["drop_points"], seven["changed_predictions"]) == (pytest.approx(20.0), 2)
+    assert seven["largest_output_change"] == pytest.approx(0.02, abs=1e-6)
+    assert printed[-4:] == [
+        "Fake sentences dev, float32: accuracy 100.0%",
+        "Fake sentences dev, int8, 7-bit weights: accuracy 80.0%",
+        "Fake sentences dev, int8, 8-bit weights: accuracy 90.0%",
+        "kept int8, 8-bit weights, the best on dev: it loses 10.00 points of accuracy on 10 "
+        "examples; 1 prediction changed; outputs moved by at most 0.05"]
+    with pytest.raises(UserError, match=r"^--max-drop 5: the int8 model scores accuracy 90\.0% "
+                                        r"on Fake sentences dev against float32's 100\.0%"):
+        int8_report(runners, ThreeLabelModule(), task, tokenizer, tmp_path,
+                    Int8Check(max_drop=5.0, file=str(tmp_path / "check.tsv")),
+                    printer=lambda line: None)
+
+
+@pytest.mark.parametrize("candidates, kept", [
+    # the higher score wins, whatever else
+    ({"a": (0.80, 3, 0.1), "b": (0.82, 9, 0.9)}, "b"),
+    # the same score: the fewer predictions changed
+    ({"a": (0.80, 5, 0.1), "b": (0.80, 2, 0.9)}, "b"),
+    # the same score and changes: the smaller move of an output
+    ({"a": (0.80, 2, 0.3), "b": (0.80, 2, 0.2)}, "b"),
+    # a full tie: the first, the 7-bit weights every CPU multiplies without saturating
+    ({"a": (0.80, 2, 0.2), "b": (0.80, 2, 0.2)}, "a"),
+    # a regression counts no predictions: the score, then the outputs' move
+    ({"a": (0.85, None, 0.3), "b": (0.85, None, 0.1)}, "b"),
+])
+def test_the_kept_recipe_ranks_score_then_changes_then_the_largest_move(candidates, kept):
+    from nlp_tutorials.serving.quantization import kept_recipe
+
+    reports = {name: {"scores": {"metric": score}, "changed_predictions": changed,
+                      "largest_output_change": largest}
+               for name, (score, changed, largest) in candidates.items()}
+    assert kept_recipe(reports, "metric") == kept
 
 
 def test_answer_of_names_what_a_prediction_answers():
@@ -190,36 +271,79 @@ def test_an_int8_model_is_written_with_its_check_scored_independently(sentence_c
         np.abs(float_probability - int8_probability).max(), abs=1e-3)
     assert printed[0].startswith("int8 check on Fake sentences dev: batch 1/2")  # progress
     drop = report["drop_points"]
-    assert printed[-4:-1] == [
-        "Fake sentences dev, float32: accuracy 100.0%",
-        f"Fake sentences dev, int8: accuracy {100 - drop:.1f}%",
-        f"int8 loses {drop:.2f} points of accuracy on 80 examples; "
-        f"{report['changed_predictions']} prediction{'' if report['changed_predictions'] == 1 else 's'} changed; "
-        f"outputs moved by at most {report['largest_output_change']:.2g}"]
+    assert set(report["candidates"]) == {"int8, 7-bit weights", "int8, 8-bit weights"}
+    assert report["candidates"][report["recipe"]]["drop_points"] == drop
+    assert drop == min(found["drop_points"] for found in report["candidates"].values())
+    assert f"Fake sentences dev, {report['recipe']}: accuracy {100 - drop:.1f}%" in printed
+    changed = report["changed_predictions"]
+    assert (f"kept {report['recipe']}, the best on dev: it loses {drop:.2f} points of accuracy "
+            f"on 80 examples; {changed} prediction{'' if changed == 1 else 's'} changed; "
+            f"outputs moved by at most {report['largest_output_change']:.2g}") in printed
     assert printed[-1] == (f"int8 ONNX model written to {path} (opset 17), its check in "
                            f"{path.parent / 'quantization.json'}")
+
+
+def flipped_classifier(model_bytes):
+    """The float ONNX model with its last weight matmul's sign turned: most answers change."""
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load_from_string(model_bytes)
+    weights = {w.name: w for w in proto.graph.initializer}
+    last = next(node for node in reversed(proto.graph.node) if node.op_type == "MatMul"
+                and node.input[1] in weights)
+    weight = weights[last.input[1]]
+    weight.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(weight), weight.name))
+    return proto.SerializeToString()
+
+
+@pytest.mark.slow
+def test_the_kept_model_is_written_and_8_bit_weights_kept_on_vnni_are_noted(
+        sentence_check, tmp_path, monkeypatch):
+    import onnx
+
+    from nlp_tutorials.serving import onnx_export
+    from nlp_tutorials.serving.quantization import Int8Check
+
+    # the "8-bit" model is the float one itself, so it scores 100% and is the one kept
+    monkeypatch.setattr(onnx_export, "int8_candidates", lambda model_bytes: {
+        "int8, 7-bit weights": flipped_classifier(model_bytes),
+        "int8, 8-bit weights": model_bytes})
+    monkeypatch.setattr(onnx_export.hardware, "has_vnni", lambda: True)
+    model_dir, check_file, _, _ = sentence_check
+    printed = []
+    path = onnx_export.export_onnx(model_dir, tmp_path / "served", printer=printed.append,
+                                   int8=Int8Check(max_drop=5.0, file=str(check_file)))
+    report = json.loads((path.parent / "quantization.json").read_text())
+    assert report["recipe"] == "int8, 8-bit weights" and report["drop_points"] == 0
+    assert report["candidates"]["int8, 7-bit weights"]["drop_points"] > 5
+    written = {node.op_type for node in onnx.load(str(path)).graph.node}
+    assert "MatMul" in written and not written & {"DynamicQuantizeMatMul", "MatMulInteger"}
+    assert printed[-2] == ("note: int8, 8-bit weights scored best on this CPU, which has "
+                           "VNNI; a CPU without it (no avx512_vnni or avx_vnni flag) may "
+                           "saturate their products: check the model there before serving "
+                           "it there")
+
+
+@pytest.mark.parametrize("flags, vnni", [("fpu avx2 fma avx512f avx512_vnni", True),
+                                         ("fpu avx2 avx_vnni", True), ("fpu avx2 fma", False)])
+def test_vnni_is_read_from_the_cpu_flags(tmp_path, flags, vnni):
+    from nlp_tutorials.system.hardware import has_vnni
+
+    (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n"
+                                      f"processor\t: 1\nflags\t\t: {flags}\n")
+    assert has_vnni(tmp_path / "cpuinfo") is vnni
+    assert has_vnni(tmp_path / "missing") is None
 
 
 @pytest.mark.slow
 def test_an_int8_model_losing_more_than_max_drop_is_refused_and_nothing_written(
         sentence_check, tmp_path, monkeypatch):
-    import onnx
-    from onnx import numpy_helper
-
     from nlp_tutorials.serving import onnx_export
     from nlp_tutorials.serving.quantization import Int8Check
 
-    def flipped_classifier(model_bytes):
-        """The float model with its last weight matmul's sign turned: most answers change."""
-        proto = onnx.load_from_string(model_bytes)
-        weights = {w.name: w for w in proto.graph.initializer}
-        last = next(node for node in reversed(proto.graph.node) if node.op_type == "MatMul"
-                    and node.input[1] in weights)
-        weight = weights[last.input[1]]
-        weight.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(weight), weight.name))
-        return proto.SerializeToString()
-
-    monkeypatch.setattr(onnx_export, "quantize_int8", flipped_classifier)
+    monkeypatch.setattr(onnx_export, "int8_candidates",
+                        lambda model_bytes: {"int8": flipped_classifier(model_bytes)})
     model_dir, check_file, _, _ = sentence_check
     with pytest.raises(UserError, match=r"^--max-drop 5: the int8 model scores accuracy "
                                         r"[\d.]+% on Fake sentences dev against float32's "
