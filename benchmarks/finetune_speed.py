@@ -35,7 +35,9 @@ first traces the step), then ``--steps`` are, one by one. Each side reports exam
 median over its timed steps: sentences, sentence windows, question windows or questions of 5
 choices) and its process's peak RSS. Rounds alternate which side goes first; the ratio
 ours / HuggingFace is taken within each round, and the table gives its median per shape, with
-whether the aim (at least 1.5x at no more peak memory) is met.
+whether the aim (at least 1.5x at no more peak memory) is met. A second table says where a
+training side's peak comes from: the peak RSS once the framework is imported, once the model
+is loaded, and over the run.
 
 ``predict-SHAPE`` (``predict`` in ``--shapes``: all four) times inference the same way: raw
 text in, as a user gives ``bert predict`` one line an example, through ``finetune``'s
@@ -66,7 +68,6 @@ import argparse
 import importlib
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -139,8 +140,13 @@ def minilm_dir(given) -> str:
 
 
 def peak_rss_mb() -> float:
-    """The process's peak resident memory so far, MB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The process's peak resident memory so far, MB: ``VmHWM`` of /proc/self/status (KiB).
+    Not ``ru_maxrss``, which a process started by this script inherits from it: the peak of
+    the parent, which imported TensorFlow to write the batches, would floor every side's."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit("peak RSS: /proc/self/status has no VmHWM line (Linux only)")
 
 
 # The batches, made by this project.
@@ -322,9 +328,11 @@ def train_ours(job, model_dir, threads: int) -> dict:
     from nlp_tutorials.training import distribute
     from nlp_tutorials.training.optimization import make_optimizer
 
+    runtime_mb = peak_rss_mb()
     keras.utils.set_random_seed(0)
     batches = read_batches(job["batches"])
     _, head = fresh_head(job, model_dir)
+    loaded_mb = peak_rss_mb()
     head.compile(optimizer=make_optimizer(job["learning_rate"], len(batches)))
     # The model finds padding from the ids; attention_mask is HuggingFace's input only.
     inputs = [{name: tf.constant(value) for name, value in batch.items()
@@ -332,7 +340,8 @@ def train_ours(job, model_dir, threads: int) -> dict:
     step = distribute.compiled_step(tf.distribute.get_strategy(), head, inputs[0])
     result = timed_steps(lambda batch: float(step(batch)["loss"]), inputs, job["warmup"],
                          job["batch_size"])
-    return {**result, "version": f"TensorFlow {tf.__version__}"}
+    return {**result, "runtime_mb": runtime_mb, "loaded_mb": loaded_mb,
+            "version": f"TensorFlow {tf.__version__}"}
 
 
 def predict_ours(job, model_dir, threads: int) -> dict:
@@ -389,10 +398,12 @@ def train_torch(job, model_dir, threads: int) -> dict:
     scripts do (AdamW without decay on biases and LayerNorm, linear schedule); see
     :func:`timed_steps`."""
     torch, transformers, version = torch_with_threads(threads)
+    runtime_mb = peak_rss_mb()
     batches = read_batches(job["batches"])
     shape = job["shape"]
     options = {"num_labels": len(job["labels"])} if shape in ("sequence", "token") else {}
     model = getattr(transformers, HF_CLASSES[shape]).from_pretrained(model_dir, **options)
+    loaded_mb = peak_rss_mb()
     model.train()  # from_pretrained returns it in evaluation mode: dropout off
     params = list(model.named_parameters())
     no_decay = [p for n, p in params if n.endswith("bias") or "LayerNorm" in n]
@@ -411,7 +422,7 @@ def train_torch(job, model_dir, threads: int) -> dict:
 
     result = timed_steps(step, [hf_batch(shape, b) for b in batches], job["warmup"],
                          job["batch_size"])
-    return {**result, "version": version}
+    return {**result, "runtime_mb": runtime_mb, "loaded_mb": loaded_mb, "version": version}
 
 
 def hf_predictor(job, model_dir, transformers, torch):
@@ -579,6 +590,24 @@ def table(prepared: dict, results: dict) -> str:
     return "\n".join(lines)
 
 
+def memory_table(results: dict) -> str:
+    """Where each training side's peak RSS comes from, medians over the rounds: the peak once
+    its framework is imported (TensorFlow and Keras and this package; torch and
+    transformers), once the pretrained model is loaded, and over the whole run (the optimizer's
+    state, the step's activations and gradients, the framework's buffers)."""
+    lines = ["| shape | side | after the imports, MB | with the model loaded, MB | peak, MB |",
+             "|---|---|---|---|---|"]
+    for shape, rounds in results.items():
+        if "runtime_mb" not in rounds[0]["ours"]:
+            continue  # inference shapes: one pass, no optimizer
+        for side, name in (("ours", "ours"), ("torch", "HF")):
+            cells = [statistics.median(r[side][key] for r in rounds)
+                     for key in ("runtime_mb", "loaded_mb", "peak_rss_mb")]
+            lines.append(f"| {shape} | {name} | " + " | ".join(f"{c:.0f}" for c in cells)
+                         + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
@@ -591,6 +620,8 @@ def main(argv=None):
           f"{args.warmup} untimed, {args.threads} threads each side; aim: ours >= {AIM}x "
           f"HF's examples/s at no more peak RSS")
     print(table(prepared, results))
+    if any("runtime_mb" in rounds[0]["ours"] for rounds in results.values()):
+        print(memory_table(results))
 
 
 if __name__ == "__main__":

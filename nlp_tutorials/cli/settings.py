@@ -253,7 +253,8 @@ class ExportModelSettings(Settings):
                                         "(slower on others)",
                              choices=SERVED_PRECISIONS)
     quantize: str = setting(SERVED_QUANTIZATIONS[0], "int8: the matmuls' weights in int8 "
-                                                     "(dynamic quantization: ONNX Runtime's, or "
+                                                     "(dynamic quantization: ONNX Runtime's, "
+                                                     "the better of 7- and 8-bit weights, or "
                                                      "TensorFlow Lite's dynamic range), written "
                                                      "only after the int8 model is scored "
                                                      "against float32 on the task's dev split; "
