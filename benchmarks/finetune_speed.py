@@ -30,6 +30,11 @@ side then trains on exactly those arrays, in a fresh process:
   linear schedule; ``torch.set_num_threads(--threads)``; run by ``--torch-python``, a separate
   virtual environment with torch and transformers (this project needs neither).
 
+``--precisions float32,bfloat16`` times each training shape in both precisions, each against
+the other side in the same one: ours under ``train --precision mixed_bfloat16``'s policy
+(float32 weights, products in bfloat16), HuggingFace's forward pass and loss under
+``torch.autocast("cpu", dtype=torch.bfloat16)``, its mixed precision on a CPU.
+
 A step is forward, backward and the optimizer update. ``--warmup`` steps are not timed (the
 first traces the step), then ``--steps`` are, one by one. Each side reports examples/s (the
 median over its timed steps: sentences, sentence windows, question windows or questions of 5
@@ -65,6 +70,7 @@ batch of 64 lines (the texts split at the tabs; for multiple choice the endings 
 is then one pass over the examples.
 """
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -96,6 +102,8 @@ PREDICT_LINES = {"predict-sequence": lambda example: example.text,
                  "predict-choice": lambda example: "\t".join((example.context,
                                                               *example.endings))}
 AIM = 1.5  # ours / HuggingFace examples/s, at no more peak memory
+# --precisions' choices -> ours: train --precision's policy
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 
 
 def parse_args(argv=None):
@@ -115,6 +123,9 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     parser.add_argument("--steps", type=int, default=3, help="timed steps (default 3)")
     parser.add_argument("--threads", type=int, default=2, help="threads each side (default 2)")
+    parser.add_argument("--precisions", default="float32",
+                        help="comma-separated, of float32 and bfloat16: each training shape "
+                             "is timed in each, both sides alike (default float32)")
     # Set by the script itself when it starts a side in a fresh process.
     parser.add_argument("--worker", choices=("ours", "torch", "savedmodel", "export"),
                         help=argparse.SUPPRESS)
@@ -128,6 +139,10 @@ def parse_args(argv=None):
     if unknown:
         parser.error(f"--shapes {','.join(unknown)}: expected some of "
                      f"{', '.join([*WORKLOADS, *PREDICTIONS])}, predict")
+    args.precisions = args.precisions.split(",")
+    if not set(args.precisions) <= set(PRECISIONS):
+        parser.error(f"--precisions {','.join(args.precisions)}: expected some of "
+                     f"{', '.join(PRECISIONS)}")
     return args
 
 
@@ -329,6 +344,7 @@ def train_ours(job, model_dir, threads: int) -> dict:
     from nlp_tutorials.training.optimization import make_optimizer
 
     runtime_mb = peak_rss_mb()
+    distribute.set_precision(PRECISIONS[job["precision"]])  # before the head is built
     keras.utils.set_random_seed(0)
     batches = read_batches(job["batches"])
     _, head = fresh_head(job, model_dir)
@@ -414,8 +430,15 @@ def train_torch(job, model_dir, threads: int) -> dict:
     schedule = transformers.get_linear_schedule_with_warmup(
         optimizer, int(0.1 * len(batches)), len(batches))
 
+    def mixed():  # the forward pass's context, fresh each step
+        if job["precision"] == "bfloat16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def step(batch):
-        model(**batch).loss.backward()
+        with mixed():
+            loss = model(**batch).loss
+        loss.backward()
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
@@ -520,15 +543,19 @@ def prepare(args, model_dir: str, folder: Path) -> dict:
                                 args.warmup + args.steps, folder / f"{shape}.npz")
             made = (f"batches of {job['batch_size']}, learning rate "
                     f"{job['learning_rate']:g}")
-        job.update(warmup=args.warmup, steps=args.steps, folder=str(folder / shape))
-        path = folder / f"{shape}.json"
-        path.write_text(json.dumps(job))
-        if shape in PREDICTIONS:  # the SavedModel side's model, exported once
-            job.update(run_side("export", args, model_dir, path))
-            path.write_text(json.dumps(job))
+        job.update(warmup=args.warmup, steps=args.steps, folder=str(folder / shape),
+                   precision="float32")
         print(f"{shape}: {job['title']}, {args.warmup} + {args.steps} steps, {made}, "
               f"{job['positions']:.0f} positions a row on average", flush=True)
-        prepared[shape] = (path, job)
+        # inference is timed in float32 only: what predict and export-model run by default
+        for precision in args.precisions if shape in WORKLOADS else ["float32"]:
+            label = shape if precision == "float32" else f"{shape}, {precision}"
+            path = folder / f"{label.replace(', ', '_')}.json"
+            path.write_text(json.dumps({**job, "precision": precision}))
+            if shape in PREDICTIONS:  # the SavedModel side's model, exported once
+                job.update(run_side("export", args, model_dir, path))
+                path.write_text(json.dumps(job))
+            prepared[label] = (path, {**job, "precision": precision})
     return prepared
 
 
@@ -543,15 +570,15 @@ def run_rounds(args, model_dir: str, prepared: dict) -> dict:
     results = {shape: [] for shape in prepared}
     for index in range(args.rounds):
         print(f"round {index + 1}", flush=True)
-        for shape, (path, _) in prepared.items():
-            sides = sides_of(shape)
+        for shape, (path, job) in prepared.items():
+            sides = sides_of(job["shape"])
             turn = index % len(sides)
             got = {side: run_side(side, args, model_dir, path)
                    for side in sides[turn:] + sides[:turn]}
             if index == 0 and shape == next(iter(prepared)):
                 print(f"  {got['ours']['version']}; {got['torch']['version']}")
             results[shape].append(got)
-            print(f"  {shape:<17}" + "  ".join(
+            print(f"  {shape:<19}" + "  ".join(
                 f"{side} {got[side]['examples_per_s']:7.2f} examples/s "
                 f"{got[side]['peak_rss_mb']:5.0f} MB" for side in sides)
                 + "  ratio " + ", ".join(f"{ratio(got, side):.2f}" for side in sides
@@ -572,8 +599,8 @@ def table(prepared: dict, results: dict) -> str:
         job = prepared[shape][1]
         median = {side: {key: statistics.median(r[side][key] for r in rounds)
                          for key in ("examples_per_s", "peak_rss_mb")}
-                  for side in sides_of(shape)}
-        for side in sides_of(shape)[::2]:  # ours, then the SavedModel
+                  for side in sides_of(job["shape"])}
+        for side in sides_of(job["shape"])[::2]:  # ours, then the SavedModel
             ratios = [ratio(r, side) for r in rounds]
             faster = statistics.median(ratios) >= AIM
             lighter = median[side]["peak_rss_mb"] <= median["torch"]["peak_rss_mb"]

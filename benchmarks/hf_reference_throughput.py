@@ -9,8 +9,12 @@ measured: batch 16 x 63 tokens, 2 threads, AdamW, masked-LM at 15% of the positi
 every position, the others ignored by label -100) + next-sentence prediction. Prints seconds
 per step (median and inter-quartile range over ``--steps`` timed steps after warm-up), tokens/s
 and peak RSS, in the format of ``train_throughput.py`` so the two can be run one after the
-other and compared: the target is 3x this reference on the same machine.
+other and compared: the target is 3x this reference on the same machine. ``--precision
+bfloat16`` runs the forward pass and the loss under ``torch.autocast("cpu",
+dtype=torch.bfloat16)``, HuggingFace's mixed precision on a CPU (weights and AdamW stay
+float32), to set beside ``train_throughput.py --precisions mixed_bfloat16``.
 """
+import contextlib
 import argparse
 import resource
 import statistics
@@ -39,7 +43,13 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=50, help="timed steps")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
+                        help="bfloat16: the forward pass under torch.autocast (default float32)")
     args = parser.parse_args(argv)
+    def mixed():  # a fresh context for each step
+        if args.precision == "bfloat16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=SHAPE["vocab"], hidden_size=SHAPE["hidden"],
@@ -52,7 +62,8 @@ def main(argv=None):
     times = []
     for i in range(args.warmup + args.steps):
         start = time.perf_counter()
-        loss = model(**batches[i % len(batches)]).loss
+        with mixed():
+            loss = model(**batches[i % len(batches)]).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -62,7 +73,8 @@ def main(argv=None):
     q1, _, q3 = statistics.quantiles(times, n=4)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"torch {torch.__version__}, {args.threads} threads")
-    print(f"hf-reference: {median:.3f} s/step (IQR {q1:.3f}-{q3:.3f}), "
+    name = "hf-reference" + ("" if args.precision == "float32" else f" [{args.precision}]")
+    print(f"{name}: {median:.3f} s/step (IQR {q1:.3f}-{q3:.3f}), "
           f"{SHAPE['batch'] * SHAPE['seq'] / median:.0f} tokens/s, peak RSS {rss_mb:.0f} MB")
 
 

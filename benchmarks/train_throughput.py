@@ -2,11 +2,16 @@
 
     python benchmarks/train_throughput.py                 # default + BERT-base-shaped configs
     python benchmarks/train_throughput.py --steps 50 --configs default
+    python benchmarks/train_throughput.py --configs default --precisions float32,mixed_bfloat16
 
 Prints, per config: seconds per step (median and inter-quartile range over ``--steps`` timed
 steps after warm-up), tokens/s, peak RSS of this process, executed GFLOP per step (model below),
-the float32 matmul rate measured in the same run, and model-FLOP utilisation (MFU = executed
-FLOP/s / that rate). Also the input pipeline's batches/s against the step's, as a ratio.
+the matmul rate measured in the same run at the step's precision, and model-FLOP utilisation
+(MFU = executed FLOP/s / that rate). Also the input pipeline's batches/s against the step's,
+as a ratio. ``--precisions`` runs each config in each precision ``train --precision`` takes
+(float32; mixed_bfloat16: float32 weights, products in bfloat16), so the two can be compared
+in one run; ``hf_reference_throughput.py --precision bfloat16`` is HuggingFace's side of it.
+Peak RSS is the process's so far: to read one config's or precision's own, run it alone.
 
 FLOP model (multiply-add = 2 FLOP; training = 3 x forward: the backward pass costs about twice
 the forward one):
@@ -38,6 +43,7 @@ from nlp_tutorials.sources.mrpc import MrpcPretrainingData  # noqa: E402
 from nlp_tutorials.text.masking import default_max_predictions
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.tokenization import WordTokenizer  # noqa: E402
+from nlp_tutorials.training.distribute import set_precision  # noqa: E402
 from nlp_tutorials.training.optimization import make_optimizer  # noqa: E402
 
 CONFIGS = {
@@ -50,6 +56,11 @@ CONFIGS = {
 }
 
 
+# train --precision's choices, and the dtype each computes its products in
+PRODUCT_DTYPES = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}
+PRECISIONS = tuple(PRODUCT_DTYPES)
+
+
 def step_flops(c, predictions):
     d, f, t = c["hidden"], c["ffn"], c["seq"]
     per_token = c["layers"] * (8 * d * d + 4 * d * f + 4 * t * d)
@@ -57,10 +68,10 @@ def step_flops(c, predictions):
     return 3 * (c["batch"] * t * per_token + c["batch"] * predictions * per_prediction)
 
 
-def matmul_rate(size=2048, repeats=10):
-    """float32 FLOP/s of a size^3 tf.matmul on this machine (best of ``repeats``)."""
-    a = tf.random.normal([size, size])
-    b = tf.random.normal([size, size])
+def matmul_rate(dtype=tf.float32, size=2048, repeats=10):
+    """FLOP/s of a size^3 tf.matmul in ``dtype`` on this machine (best of ``repeats``)."""
+    a = tf.cast(tf.random.normal([size, size]), dtype)
+    b = tf.cast(tf.random.normal([size, size]), dtype)
     tf.matmul(a, b).numpy()
     best = float("inf")
     for _ in range(repeats):
@@ -99,9 +110,13 @@ def compiled_step_and_batches(c, jit):
     return model.compiled_step(batches[0], jit_compile=jit), batches
 
 
-def bench_config(name, c, steps, warmup, jit):
+def bench_config(name, c, steps, warmup, jit, precision="float32"):
     predictions = default_max_predictions(c["seq"])
-    step, batches = compiled_step_and_batches(c, jit)
+    set_precision(precision)  # the models built from here on compute in it
+    try:
+        step, batches = compiled_step_and_batches(c, jit)
+    finally:
+        set_precision("float32")
     for i in range(warmup):
         step(batches[i % 8])["loss"].numpy()
     times = []
@@ -112,7 +127,7 @@ def bench_config(name, c, steps, warmup, jit):
     median = statistics.median(times)
     q1, _, q3 = statistics.quantiles(times, n=4)
     tokens = c["batch"] * c["seq"]
-    return {"name": name, "median": median, "q1": q1, "q3": q3, "tokens_per_s": tokens / median,
+    return {"name": name, "precision": precision, "median": median, "q1": q1, "q3": q3, "tokens_per_s": tokens / median,
             "gflop": step_flops(c, predictions) / 1e9, "rss_mb": peak_rss_mb(),
             "traces": step.experimental_get_tracing_count()}
 
@@ -137,25 +152,33 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=50, help="timed steps per config")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument("--jit", action="store_true", help="XLA-compile the step")
+    parser.add_argument("--precisions", default="float32",
+                        help="comma-separated, of " + ", ".join(PRECISIONS) + " (default "
+                             "float32); each config runs in each")
     args = parser.parse_args(argv)
     names = args.configs.split(",")
     unknown = [n for n in names if n not in CONFIGS]
     if unknown:
         parser.error(f"--configs: unknown {unknown}; expected some of {list(CONFIGS)}")
+    precisions = args.precisions.split(",")
+    if not set(precisions) <= set(PRECISIONS):
+        parser.error(f"--precisions {args.precisions}: expected some of {', '.join(PRECISIONS)}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"TensorFlow {tf.__version__}, TF_ENABLE_ONEDNN_OPTS="
           f"{os.environ['TF_ENABLE_ONEDNN_OPTS']}, jit={args.jit}")
     # The configs run first so their peak RSS leaves out the matmul probe's 2048^2 matrices.
-    results = [bench_config(name, CONFIGS[name], args.steps, args.warmup, args.jit)
-               for name in names]
-    rate = matmul_rate()
-    print(f"float32 2048^3 matmul: {rate / 1e9:.1f} GFLOP/s")
-    for name, r in zip(names, results):
-        mfu = r["gflop"] * 1e9 / r["median"] / rate
+    results = [bench_config(name, CONFIGS[name], args.steps, args.warmup, args.jit, precision)
+               for name in names for precision in precisions]
+    rates = {precision: matmul_rate(PRODUCT_DTYPES[precision]) for precision in precisions}
+    for precision, rate in rates.items():
+        print(f"{PRODUCT_DTYPES[precision].name} 2048^3 matmul: {rate / 1e9:.1f} GFLOP/s")
+    for r in results:
+        name = r["name"] + ("" if r["precision"] == "float32" else f" [{r['precision']}]")
+        mfu = r["gflop"] * 1e9 / r["median"] / rates[r["precision"]]
         print(f"{name}: {r['median']:.3f} s/step (IQR {r['q1']:.3f}-{r['q3']:.3f}), "
               f"{r['tokens_per_s']:.0f} tokens/s, {r['gflop']:.1f} GFLOP/step, "
               f"MFU {100 * mfu:.0f}%, peak RSS {r['rss_mb']:.0f} MB, traces {r['traces']}")
-        if name == "default":
+        if name == "default":  # once, after the float32 step
             pipeline = pipeline_rate()
             print(f"input pipeline alone: {pipeline:.0f} batches/s = "
                   f"{pipeline * r['median']:.0f}x what the step consumes")

@@ -5,7 +5,7 @@ The ONNX quantization is ONNX Runtime's own (``onnxruntime.quantization.quantize
 recipe HuggingFace's Optimum applies too): each matmul by a weight stores the weight as int8,
 one scale per output column (per channel), and quantizes the activations entering it to
 uint8 batch by batch as the model runs, so no calibration pass is needed
-(:func:`quantize_int8`). Two such models are written, the weights keeping 7 or 8 bits of range,
+(:func:`quantize_int8`). Two such models are made, the weights keeping 7 or 8 bits of range,
 and the check keeps the one that scores better (:func:`kept_recipe`). A CPU with VNNI
 (AVX512_VNNI or AVX_VNNI) multiplies int8 in one instruction; how much faster a model answers
 depends on the CPU (benchmarks/serving_speed.py). Left in float32: the products of two
@@ -14,7 +14,7 @@ everything else (LayerNorm, softmax, GELU).
 The LiteRT model's is TensorFlow's converter's dynamic-range quantization
 (:mod:`~nlp_tutorials.serving.tflite_export`), on the same plan.
 
-The check: the float32 and the int8 model each answer the task's dev split (or the file
+The check: the float32 model and each int8 model answer the task's dev split (or the file
 ``--calibration`` names, in the task's own format) in their runtime (ONNX Runtime, LiteRT),
 batch for batch, and each answer is scored by the task's metric as ``evaluate`` scores it.
 The scores, how many predictions changed and the largest change in an output (a
