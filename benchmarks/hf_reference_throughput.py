@@ -14,8 +14,8 @@ bfloat16`` runs the forward pass and the loss under ``torch.autocast("cpu",
 dtype=torch.bfloat16)``, HuggingFace's mixed precision on a CPU (weights and AdamW stay
 float32), to set beside ``train_throughput.py --precisions mixed_bfloat16``.
 """
-import contextlib
 import argparse
+import contextlib
 import resource
 import statistics
 import time
@@ -46,6 +46,7 @@ def main(argv=None):
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
                         help="bfloat16: the forward pass under torch.autocast (default float32)")
     args = parser.parse_args(argv)
+
     def mixed():  # a fresh context for each step
         if args.precision == "bfloat16":
             return torch.autocast("cpu", dtype=torch.bfloat16)

@@ -35,6 +35,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from nlp_tutorials.bert import BERT  # noqa: E402
@@ -43,7 +44,7 @@ from nlp_tutorials.sources.mrpc import MrpcPretrainingData  # noqa: E402
 from nlp_tutorials.text.masking import default_max_predictions
 from nlp_tutorials.tasks.mrpc import load_mrpc
 from nlp_tutorials.text.tokenization import WordTokenizer  # noqa: E402
-from nlp_tutorials.training.distribute import set_precision  # noqa: E402
+from nlp_tutorials.training.distribute import PRECISIONS, set_precision  # noqa: E402
 from nlp_tutorials.training.optimization import make_optimizer  # noqa: E402
 
 CONFIGS = {
@@ -56,9 +57,9 @@ CONFIGS = {
 }
 
 
-# train --precision's choices, and the dtype each computes its products in
-PRODUCT_DTYPES = {"float32": tf.float32, "mixed_bfloat16": tf.bfloat16}
-PRECISIONS = tuple(PRODUCT_DTYPES)
+def product_dtype(precision: str):
+    """The dtype a model built under ``train --precision``'s ``precision`` multiplies in."""
+    return tf.as_dtype(keras.mixed_precision.Policy(precision).compute_dtype)
 
 
 def step_flops(c, predictions):
@@ -127,8 +128,8 @@ def bench_config(name, c, steps, warmup, jit, precision="float32"):
     median = statistics.median(times)
     q1, _, q3 = statistics.quantiles(times, n=4)
     tokens = c["batch"] * c["seq"]
-    return {"name": name, "precision": precision, "median": median, "q1": q1, "q3": q3, "tokens_per_s": tokens / median,
-            "gflop": step_flops(c, predictions) / 1e9, "rss_mb": peak_rss_mb(),
+    return {"name": name, "precision": precision, "median": median, "q1": q1, "q3": q3,
+            "tokens_per_s": tokens / median, "gflop": step_flops(c, predictions) / 1e9, "rss_mb": peak_rss_mb(),
             "traces": step.experimental_get_tracing_count()}
 
 
@@ -153,7 +154,7 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument("--jit", action="store_true", help="XLA-compile the step")
     parser.add_argument("--precisions", default="float32",
-                        help="comma-separated, of " + ", ".join(PRECISIONS) + " (default "
+                        help="comma-separated, of " + ", ".join(PRECISIONS[1:]) + " (default "
                              "float32); each config runs in each")
     args = parser.parse_args(argv)
     names = args.configs.split(",")
@@ -161,17 +162,19 @@ def main(argv=None):
     if unknown:
         parser.error(f"--configs: unknown {unknown}; expected some of {list(CONFIGS)}")
     precisions = args.precisions.split(",")
-    if not set(precisions) <= set(PRECISIONS):
-        parser.error(f"--precisions {args.precisions}: expected some of {', '.join(PRECISIONS)}")
+    if not set(precisions) <= set(PRECISIONS[1:]):  # "auto" would name no one precision
+        parser.error(f"--precisions {args.precisions}: expected some of "
+                     f"{', '.join(PRECISIONS[1:])}")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; "
           f"TensorFlow {tf.__version__}, TF_ENABLE_ONEDNN_OPTS="
           f"{os.environ['TF_ENABLE_ONEDNN_OPTS']}, jit={args.jit}")
     # The configs run first so their peak RSS leaves out the matmul probe's 2048^2 matrices.
     results = [bench_config(name, CONFIGS[name], args.steps, args.warmup, args.jit, precision)
                for name in names for precision in precisions]
-    rates = {precision: matmul_rate(PRODUCT_DTYPES[precision]) for precision in precisions}
+    rates = {precision: matmul_rate(product_dtype(precision)) for precision in precisions}
     for precision, rate in rates.items():
-        print(f"{PRODUCT_DTYPES[precision].name} 2048^3 matmul: {rate / 1e9:.1f} GFLOP/s")
+        print(f"{product_dtype(precision).name} 2048^3 matmul ({precision}): "
+              f"{rate / 1e9:.1f} GFLOP/s")
     for r in results:
         name = r["name"] + ("" if r["precision"] == "float32" else f" [{r['precision']}]")
         mfu = r["gflop"] * 1e9 / r["median"] / rates[r["precision"]]
