@@ -31,6 +31,7 @@ refused; an int8 model is then scored against the float32 one on the task's dev 
 import contextlib
 import importlib
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -44,12 +45,16 @@ from nlp_tutorials.serving.quantization import Int8Check, int8_report
 from nlp_tutorials.speed.kernels import gelu
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.model_files import QUANTIZATION_FILE, SERVED_VERSION
+from nlp_tutorials.system.startup import filtered_stderr
 
 MODEL_FILE = "model.tflite"
 SIGNATURE = "serving_default"
 # what the converter writes into the metadata table itself (binary, or the runtime's version)
 CONVERTERS_METADATA = ("min_runtime_version", "CONVERSION_METADATA")
 TOLERANCE = 1e-4  # as ONNX's: two runtimes' float32 kernels agree to about 1e-6 on these models
+# LiteRT's own log has no switch in its Python API: its INFO lines ("INFO: Created TensorFlow
+# Lite XNNPACK delegate for CPU.", written as an interpreter first allocates) start so.
+LITERT_INFO = r"INFO: "
 
 
 def import_runtime():
@@ -83,12 +88,20 @@ class LiteRtRunner:
         if shapes != self.shapes:
             for name, index in self.inputs.items():
                 self.interpreter.resize_tensor_input(index, shapes[name], strict=False)
-            self.interpreter.allocate_tensors()
+            with filtered_stderr(litert_info() if self.shapes is None else None):
+                self.interpreter.allocate_tensors()
             self.shapes = shapes
         for name, index in self.inputs.items():
             self.interpreter.set_tensor(index, np.asarray(feeds[name], np.int32))
         self.interpreter.invoke()
         return {name: self.interpreter.get_tensor(index) for name, index in self.outputs.items()}
+
+
+def litert_info() -> str | None:
+    """The pattern of LiteRT's INFO lines, dropped as TensorFlow's own are at the commands'
+    log level; None, keeping them, where ``TF_CPP_MIN_LOG_LEVEL`` is 0 (as ``--verbose`` sets
+    it)."""
+    return None if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0" else LITERT_INFO
 
 
 @contextlib.contextmanager

@@ -1,8 +1,10 @@
 """export-model --format tflite: LiteRT's answers against the head's own for each task shape
 (a sentence task with named labels, a token tagger, a multiple-choice task and a span model,
 each a tiny fresh BERT encoded as ``predict`` encodes), inputs resized between batches; what
-is written beside the model; the int8 model and its check; a missing runtime."""
+is written beside the model and to standard error; the int8 model and its check; a missing
+runtime."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -44,11 +46,15 @@ def run_tflite(path, arrays, pad_id: int) -> dict:
 
 
 @pytest.mark.slow
-def test_a_sentence_task_answers_its_probabilities_at_any_shape(tmp_path, monkeypatch):
+def test_a_sentence_task_answers_its_probabilities_at_any_shape(tmp_path, monkeypatch, capfd):
     from nlp_tutorials.serving.tflite_export import LiteRtRunner, read_metadata
 
     task = SentenceTask(max_len=10)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # the commands' level
+    capfd.readouterr()
     head, tokenizer, path, printed = exported(task, tmp_path, monkeypatch)
+    # the check's interpreter said nothing: its XNNPACK note went as TensorFlow's INFO lines go
+    assert "XNNPACK" not in capfd.readouterr().err
     assert printed == [f"LiteRT model written to {path} (LiteRT's outputs within "
                        f"{printed[0].split('within ')[1].split(' ')[0]} of TensorFlow's on a "
                        f"probe batch)"]
@@ -110,6 +116,22 @@ def test_an_int8_model_is_smaller_and_written_with_its_check(tmp_path, monkeypat
     assert 0 < report["largest_output_change"] <= 1
     assert printed[-1] == (f"int8 LiteRT model written to {path}, its check in "
                            f"{path.parent / 'quantization.json'}")
+
+
+@pytest.mark.parametrize("level, dropped", [(None, True), ("2", True), ("1", True), ("0", False),
+                                             (" 0 ", False)])
+def test_litert_info_lines_go_unless_the_log_level_shows_info(level, dropped, monkeypatch):
+    from nlp_tutorials.serving.tflite_export import litert_info
+
+    if level is None:
+        monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+    pattern = litert_info()
+    note = "INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n"
+    assert (pattern is not None and re.match(pattern, note) is not None) == dropped
+    if pattern is not None:  # LiteRT's errors always pass
+        assert re.match(pattern, "ERROR: failed to prepare the XNNPACK delegate.\n") is None
 
 
 def test_a_missing_runtime_is_one_line(monkeypatch, tmp_path):
