@@ -341,6 +341,7 @@ class Clock:
         return self.now
 
 
+@pytest.mark.slow
 def test_importance_and_entropy_show_their_pass_example_by_example(head, pairs):
     from nlp_tutorials.system.progress import ProgressDisplay
 

@@ -113,6 +113,7 @@ def test_mrpc_labels_named_by_their_numbers_get_no_label_name():
     assert named.label_names.numpy().tolist() == [b"no", b"yes"]
 
 
+@pytest.mark.slow
 def test_a_sentence_is_truncated_at_the_tasks_max_len_not_the_positions():
     from nlp_tutorials.serving.savedmodel import SequenceModule
 

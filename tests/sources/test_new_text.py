@@ -48,6 +48,7 @@ class SentencesText(PretrainingText):
                             "the last four pairs")
 
 
+@pytest.mark.slow
 def test_a_text_is_one_subclass_that_pretrain_reads(tmp_path):
     from nlp_tutorials.text.tokenization import load_tokenizer
     from nlp_tutorials.training.config import TrainConfig

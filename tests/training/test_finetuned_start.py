@@ -56,6 +56,7 @@ def start(init_from, task_name):
     return head, earlier, printed
 
 
+@pytest.mark.slow
 def test_a_span_head_goes_on_to_squad2_with_its_encoder(squad_model):
     from nlp_tutorials.finetuned.folders import load_finetuned
     from nlp_tutorials.tasks import get_task
@@ -83,6 +84,7 @@ def test_a_head_that_does_not_fit_starts_fresh_on_the_earlier_encoder(mrpc_class
     assert not np.array_equal(own_weights(head)[0], own_weights(earlier)[0])  # the kernel
 
 
+@pytest.mark.slow
 def test_finetune_runs_squad2_from_a_squad_model(squad_model, tmp_path, capsys):
     data = squad_folder(tmp_path / "data", "2.0")
     output = tmp_path / "squad2"
