@@ -129,7 +129,8 @@ def bench_config(name, c, steps, warmup, jit, precision="float32"):
     q1, _, q3 = statistics.quantiles(times, n=4)
     tokens = c["batch"] * c["seq"]
     return {"name": name, "precision": precision, "median": median, "q1": q1, "q3": q3,
-            "tokens_per_s": tokens / median, "gflop": step_flops(c, predictions) / 1e9, "rss_mb": peak_rss_mb(),
+            "tokens_per_s": tokens / median, "gflop": step_flops(c, predictions) / 1e9,
+            "rss_mb": peak_rss_mb(),
             "traces": step.experimental_get_tracing_count()}
 
 

@@ -45,7 +45,7 @@ from nlp_tutorials.serving.quantization import Int8Check, int8_report
 from nlp_tutorials.speed.kernels import gelu
 from nlp_tutorials.system.errors import UserError
 from nlp_tutorials.system.model_files import QUANTIZATION_FILE, SERVED_VERSION
-from nlp_tutorials.system.startup import filtered_stderr
+from nlp_tutorials.system.startup import dropped_severities, filtered_stderr
 
 MODEL_FILE = "model.tflite"
 SIGNATURE = "serving_default"
@@ -98,10 +98,11 @@ class LiteRtRunner:
 
 
 def litert_info() -> str | None:
-    """The pattern of LiteRT's INFO lines, dropped as TensorFlow's own are at the commands'
-    log level; None, keeping them, where ``TF_CPP_MIN_LOG_LEVEL`` is 0 (as ``--verbose`` sets
-    it)."""
-    return None if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0" else LITERT_INFO
+    """The pattern of LiteRT's INFO lines where ``TF_CPP_MIN_LOG_LEVEL`` drops TensorFlow's own
+    (the commands' level does); None, keeping them, where it shows INFO (0, as ``--verbose``
+    sets it)."""
+    shown = "I" not in dropped_severities(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
+    return None if shown else LITERT_INFO
 
 
 @contextlib.contextmanager

@@ -6,8 +6,8 @@ The one place the CPU is read: ``train``'s and ``finetune``'s ``--precision auto
 GPUs), ``export-model --precision bfloat16``'s note
 (:func:`nlp_tutorials.serving.savedmodel.export_model`), ``--quantize int8``'s note on 8-bit
 weights (:func:`nlp_tutorials.serving.onnx_export.export_onnx`) and the machine a results
-file records (:func:`nlp_tutorials.system.provenance.machine`) all ask here. Plain text, no TensorFlow:
-Linux describes each core in ``/proc/cpuinfo``.
+file records (:func:`nlp_tutorials.system.provenance.machine`) all ask here. Plain text, no
+TensorFlow: Linux describes each core in ``/proc/cpuinfo``.
 """
 from pathlib import Path
 

@@ -90,12 +90,19 @@ def startup_noise(user_level: str | None, nvidia_device: bool) -> str | None:
     ``user_level``: the TF_CPP_MIN_LOG_LEVEL the user set, or None (then the level is
     :data:`DEFAULT_LOG_LEVEL` and, without an NVIDIA device, the CUDA probe's failure goes too).
     """
-    level = DEFAULT_LOG_LEVEL if user_level is None else user_level.strip()
-    letters = "IWE"[:min(int(level), 3)] if level.isdigit() else ""  # I, W, E: 1, 2, 3
+    letters = dropped_severities(user_level)
     patterns = [_ABSL_PREAMBLE, _ABSL_LINE.format(letters=letters)] if letters else []
     if user_level is None and not nvidia_device:
         patterns.append(_NO_GPU_PROBE)
     return "|".join(f"(?:{p})" for p in patterns) or None
+
+
+def dropped_severities(user_level: str | None) -> str:
+    """The severities a ``TF_CPP_MIN_LOG_LEVEL`` of ``user_level`` drops, as letters of "IWE"
+    (INFO, WARNING, ERROR: 1, 2, 3); None is :data:`DEFAULT_LOG_LEVEL`, a value not a number
+    drops nothing."""
+    level = DEFAULT_LOG_LEVEL if user_level is None else user_level.strip()
+    return "IWE"[:min(int(level), 3)] if level.isdigit() else ""
 
 
 @contextlib.contextmanager

@@ -119,7 +119,7 @@ def test_an_int8_model_is_smaller_and_written_with_its_check(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("level, dropped", [(None, True), ("2", True), ("1", True), ("0", False),
-                                             (" 0 ", False)])
+                                             (" 0 ", False), ("loud", False)])
 def test_litert_info_lines_go_unless_the_log_level_shows_info(level, dropped, monkeypatch):
     from nlp_tutorials.serving.tflite_export import litert_info
 
